@@ -1,0 +1,62 @@
+"""agent-apps: build LLM agents out of skills.
+
+Everything is a skill: a named, described unit with JSON Schemas for its args and
+result. A :class:`ContextManager` finds skills on a search path and runs every
+invocation through one pipeline (see :mod:`agent_apps.pipeline`)::
+
+    from agent_apps import ContextManager
+
+    cm = ContextManager(search_path=["skills"])
+    result = cm.invoke_sync("word-count", {"text": "a b c"})
+
+Importing this package is cheap: the sandbox, providers and MCP load on first use.
+"""
+
+from __future__ import annotations
+
+from .config import DEFAULTS
+from .context import Context, Manager, Signal
+from .errors import (
+    AgentAppsError,
+    ArgsInvalid,
+    Cancelled,
+    ConfigError,
+    LimitExceeded,
+    MiddlewareError,
+    ResultInvalid,
+    SandboxError,
+    SkillFailed,
+    SkillLoadError,
+    SkillNotFound,
+    ToolNotAllowed,
+)
+from .events import EventBus
+from .manager import ContextManager
+from .plugins import hookimpl
+from .skill import Skill
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULTS",
+    "AgentAppsError",
+    "ArgsInvalid",
+    "Cancelled",
+    "ConfigError",
+    "Context",
+    "ContextManager",
+    "EventBus",
+    "LimitExceeded",
+    "Manager",
+    "MiddlewareError",
+    "ResultInvalid",
+    "SandboxError",
+    "Signal",
+    "Skill",
+    "SkillFailed",
+    "SkillLoadError",
+    "SkillNotFound",
+    "ToolNotAllowed",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,285 @@
+"""The ``agent-apps`` command (CONTRACT section 5).
+
+Exit status: 0 done; 1 the skill failed; 2 the call was wrong (unknown skill, invalid
+args, not allowed, bad command line); 130 interrupted. Errors go to stderr in one or
+two plain lines; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .errors import AgentAppsError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A bad command line (exit status 2)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.run(args) or EXIT_OK)
+    except KeyboardInterrupt:
+        print("agent-apps: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except UsageError as exc:
+        print(f"agent-apps: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except AgentAppsError as exc:
+        return _report(exc, args)
+    except Exception as exc:  # a bug of ours: still one clear line unless --debug
+        if args.debug:
+            raise
+        print(f"agent-apps: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _report(exc: AgentAppsError, args: argparse.Namespace) -> int:
+    if args.debug:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"error: {exc}", file=sys.stderr)
+    cause = exc.__cause__
+    if cause is not None and not args.debug:
+        where = _innermost_frame(cause)
+        if where:
+            print(f"  at {where} (run with --debug for the traceback)", file=sys.stderr)
+    return EXIT_USAGE if exc.call_error and not exc.depth else EXIT_FAILED
+
+
+def _innermost_frame(exc: BaseException) -> str | None:
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
+# -- commands ------------------------------------------------------------------------
+
+
+def _manager(args: argparse.Namespace) -> Any:
+    from .manager import ContextManager
+
+    return ContextManager(search_path=args.path)
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    cm = _manager(args)
+    skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
+    call_args = _call_args(args, skill.params)
+    result = cm.invoke_sync(skill, call_args)
+    _print_result(result, as_json=args.json, out=sys.stdout)
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    cm = _manager(args)
+    catalog = cm.catalog
+    if args.json:
+        entries = [
+            {
+                **entry.skill.describe(),
+                "hidden": entry.skill.hidden,
+                "shadowed_by": entry.shadowed_by.where() if entry.shadowed_by else None,
+            }
+            for entry in catalog.entries
+            if args.all or (entry.shadowed_by is None)
+        ]
+        json.dump({"skills": entries, "errors": [str(e) for e in cm.errors]}, sys.stdout, indent=2)
+        print()
+    else:
+        rows = []
+        for entry in sorted(catalog.entries, key=lambda e: e.skill.name):
+            skill = entry.skill
+            if not args.all and (entry.shadowed_by is not None or skill.hidden):
+                continue
+            if args.all:
+                note = f"shadowed by {entry.shadowed_by.where()}" if entry.shadowed_by else ""
+                note += " hidden" if skill.hidden else ""
+                rows.append((skill.name, skill.origin, skill.where(), note.strip()))
+            else:
+                rows.append((skill.name, _first_line(skill.description)))
+        _table(rows, sys.stdout)
+    if cm.errors:
+        print(f"\n{len(cm.errors)} skill file(s) could not be loaded:", file=sys.stderr)
+        for error in cm.errors:
+            print(f"  {error}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    cm = _manager(args)
+    data = cm.describe(args.name)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    skill = cm.get(args.name)
+    out = sys.stdout
+    print(f"{skill.name}: {skill.description}" if skill.description else skill.name, file=out)
+    print(f"  kind: {skill.kind}, origin: {skill.origin} ({skill.where()})", file=out)
+    props = (skill.params or {}).get("properties", {})
+    required = set((skill.params or {}).get("required", ()))
+    if props:
+        print("  args:", file=out)
+        for key, schema in props.items():
+            facts = [str(schema.get("type", "any"))]
+            if key in required:
+                facts.append("required")
+            if "default" in schema:
+                facts.append(f"default {json.dumps(schema['default'])}")
+            if "enum" in schema:
+                facts.append("one of " + ", ".join(json.dumps(v) for v in schema["enum"]))
+            desc = f": {schema['description']}" if schema.get("description") else ""
+            print(f"    {key} ({', '.join(facts)}){desc}", file=out)
+    elif skill.params is None:
+        print("  args: none", file=out)
+    if skill.returns is not None:
+        print(f"  returns: {json.dumps(skill.returns)}", file=out)
+    if skill.allowed_tools is not None:
+        print(f"  allowed-tools: {skill.allowed_tools}", file=out)
+    if skill.middleware:
+        print(f"  middleware: {' '.join(skill.middleware)}", file=out)
+    if skill.hidden:
+        print("  hidden: yes", file=out)
+    if skill.body:
+        print("\n" + skill.body, file=out)
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cm = _manager(args)
+    resolved = cm.config_for(args.name) if args.name else cm.cascade.resolve(None)
+    if args.json:
+        json.dump({"values": resolved.values, "sources": resolved.sources}, sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    rows = [(key, json.dumps(_dotted(resolved.values, key)), source) for key, source in sorted(resolved.sources.items())]
+    _table(rows, sys.stdout)
+    return EXIT_OK
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _is_name(ref: str) -> bool:
+    from .skill import is_skill_name
+
+    return is_skill_name(ref)
+
+
+def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[str, Any]:
+    from .validation import coerce_params
+
+    call: dict[str, Any] = {}
+    if args.args is not None:
+        text = args.args
+        if text.startswith("@"):
+            try:
+                with open(text[1:], encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as exc:
+                raise UsageError(f"--args {args.args}: {exc.strerror}") from None
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--args is not valid JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise UsageError("--args must be a JSON object")
+        call.update(loaded)
+    plain: list[tuple[str, str]] = []
+    for pair in args.pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"argument {pair!r} is not KEY=VALUE or KEY:=JSON")
+        if key.endswith(":"):
+            try:
+                call[key[:-1]] = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{key[:-1]}:= value is not valid JSON: {exc.msg}") from None
+        else:
+            plain.append((key, value))
+    call.update(coerce_params(params, plain))
+    return call
+
+
+def _print_result(result: Any, *, as_json: bool, out: TextIO) -> None:
+    if isinstance(result, str) and not as_json:
+        print(result, file=out)
+    elif result is not None or as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False), file=out)
+
+
+def _dotted(values: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        values = values[part]
+    return values
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
+    if not rows:
+        return
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    bold = out.isatty() and not os.environ.get("NO_COLOR")
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]
+        if bold:
+            cells[0] = f"\033[1m{cells[0]}\033[0m"
+        print("  ".join(cells).rstrip(), file=out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    parser = argparse.ArgumentParser(prog="agent-apps", description="Run and inspect skills.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("invoke", parents=[common], help="invoke a skill and print its result")
+    p.add_argument("name", metavar="NAME", help="a skill name, or a path to a skill file")
+    p.add_argument("pairs", nargs="*", metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)")
+    p.add_argument("--args", metavar="JSON|@FILE", help="args as a JSON object, or @file.json")
+    p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
+    p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    p.set_defaults(run=cmd_invoke)
+
+    p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
+    p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=cmd_list)
+
+    p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=cmd_describe)
+
+    p = sub.add_parser("config", parents=[common], help="show the resolved config cascade and where each value came from")
+    p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=cmd_config)
+    return parser
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""What a skill sees: its :class:`Context`, the ``ctx.manager`` API, the :class:`Signal`.
+
+One Context per invocation. Its scopes:
+
+* ``ctx.args``: the validated args;
+* ``ctx.locals``: this invocation and its middleware (the same dict for both);
+* ``ctx.nonlocals``: visible to this invocation and its descendants (a ChainMap whose
+  front map is this invocation's; writes stay at this level, reads see ancestors);
+* ``ctx.internals``: per-invocation flags that never propagate (``untrusted``);
+* ``ctx.signal``: cooperative cancellation; a child signal per invocation, cancelled
+  with its parent;
+* ``ctx.parent``, ``ctx.skill``, ``ctx.target`` (the served invocation, for
+  middleware and executors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections import ChainMap
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import AgentAppsError, Cancelled
+
+if TYPE_CHECKING:
+    from .events import EventBus, Subscriber
+    from .manager import ContextManager
+    from .skill import Skill
+
+__all__ = ["Context", "Finish", "Manager", "Signal"]
+
+_ids = itertools.count(1)
+
+
+class Finish(BaseException):
+    """Raised by ``ctx.manager.finish(value)``; the pipeline turns it into the result.
+
+    A BaseException so that a skill's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("finish")
+        self.value = value
+
+
+class Signal:
+    """Cooperative cancellation, safe to use from any thread.
+
+    ``cancel()`` runs the registered callbacks (for threads and sandboxes to stop
+    promptly) and cancels every child signal. Skills check :attr:`cancelled` or call
+    :meth:`raise_if_cancelled`; long waits can ``await signal.wait()``.
+    """
+
+    __slots__ = ("_callbacks", "_children", "_lock", "_parent", "reason")
+
+    def __init__(self, parent: Signal | None = None) -> None:
+        self.reason: str | None = None
+        self._callbacks: list[Callable[[str], None]] = []
+        self._children: set[Signal] = set()
+        self._lock = threading.Lock()
+        self._parent = parent
+        if parent is not None:
+            with parent._lock:
+                parent._children.add(self)
+                self.reason = parent.reason
+
+    @property
+    def cancelled(self) -> bool:
+        return self.reason is not None
+
+    def child(self) -> Signal:
+        """A signal cancelled whenever this one is (but not the other way round)."""
+        return Signal(self)
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+            children, self._children = list(self._children), set()
+        for callback in callbacks:
+            try:
+                callback(reason)
+            except Exception:  # a broken listener must not stop the others
+                import logging
+
+                logging.getLogger("agent_apps").warning("signal callback failed", exc_info=True)
+        for child in children:
+            child.cancel(reason)
+
+    def add_callback(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` on cancellation (now, if already cancelled)."""
+        with self._lock:
+            if self.reason is None:
+                self._callbacks.append(callback)
+                return lambda: self._remove(callback)
+        callback(self.reason)
+        return lambda: None
+
+    def raise_if_cancelled(self) -> None:
+        if self.reason is not None:
+            raise Cancelled(self.reason)
+
+    async def wait(self) -> str:
+        """Wait until cancelled; returns the reason."""
+        if self.reason is not None:
+            return self.reason
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+
+        def wake(reason: str) -> None:
+            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(reason))
+
+        remove = self.add_callback(wake)
+        try:
+            return await future
+        finally:
+            remove()
+
+    def detach(self) -> None:
+        """Forget the parent link (when the invocation ends), so trees do not leak."""
+        parent = self._parent
+        if parent is not None:
+            with parent._lock:
+                parent._children.discard(self)
+            self._parent = None
+
+    def _remove(self, callback: Callable[[str], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+class Context:
+    """One invocation: its skill, args, scopes, signal and place in the tree."""
+
+    __slots__ = (
+        "_cm",
+        "_manager",
+        "_nonlocals",
+        "_signal",
+        "args",
+        "callbacks",
+        "depth",
+        "id",
+        "internals",
+        "locals",
+        "parent",
+        "skill",
+        "target",
+        "_next",
+        "_owns_signal",
+    )
+
+    def __init__(
+        self,
+        cm: ContextManager,
+        skill: Skill,
+        args: dict[str, Any],
+        parent: Context | None,
+        *,
+        signal: Signal | None = None,
+        target: Context | None = None,
+        internals: dict[str, Any] | None = None,
+        locals: dict[str, Any] | None = None,
+    ) -> None:
+        self._cm = cm
+        self.skill = skill
+        self.args = args
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.id = f"{cm.id}-{next(_ids)}"
+        self.locals: dict[str, Any] = {} if locals is None else locals
+        self.internals: dict[str, Any] = {} if internals is None else internals
+        self.target = target
+        self.callbacks: list[str] | None = None
+        self._signal = signal
+        self._owns_signal = False
+        self._nonlocals: ChainMap[str, Any] | None = None
+        self._manager: Manager | None = None
+        self._next: Callable[[dict[str, Any] | None], Awaitable[Any]] | None = None
+
+    @property
+    def manager(self) -> Manager:
+        """The skill's API into the ContextManager (invoke, finish, next, ...)."""
+        if self._manager is None:
+            self._manager = Manager(self._cm, self)
+        return self._manager
+
+    @property
+    def signal(self) -> Signal:
+        if self._signal is None:
+            parent = self.parent.signal if self.parent is not None else None
+            self._signal = Signal(parent)
+            self._owns_signal = True
+        return self._signal
+
+    @property
+    def nonlocals(self) -> ChainMap[str, Any]:
+        if self._nonlocals is None:
+            self._nonlocals = self.parent.nonlocals.new_child() if self.parent is not None else ChainMap({})
+        return self._nonlocals
+
+    @property
+    def events(self) -> EventBus:
+        return self._cm.events
+
+    @property
+    def chain(self) -> list[str]:
+        """Skill names from the outermost invocation down to this one."""
+        names = []
+        node: Context | None = self
+        while node is not None:
+            names.append(node.skill.name)
+            node = node.parent
+        return names[::-1]
+
+    def __repr__(self) -> str:
+        return f"<Context {self.id} {' -> '.join(self.chain)}>"
+
+    def _close(self) -> None:
+        """End of the invocation: release its callback refs, unlink its signal."""
+        if self.callbacks:
+            for ref in self.callbacks:
+                self._cm.release(ref)
+            self.callbacks = None
+        if self._owns_signal:
+            self._signal.detach()  # type: ignore[union-attr]
+
+
+class Manager:
+    """``ctx.manager``: what a running skill can ask of the ContextManager."""
+
+    __slots__ = ("_cm", "_ctx")
+
+    def __init__(self, cm: ContextManager, ctx: Context) -> None:
+        self._cm = cm
+        self._ctx = ctx
+
+    @property
+    def context_manager(self) -> ContextManager:
+        return self._cm
+
+    async def invoke(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
+        """Invoke a skill as a child of this invocation (its allowed-tools apply)."""
+        return await self._cm._invoke(ref, args, self._ctx, options)
+
+    def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
+        """From a plain ``def`` skill (which runs in a worker thread): invoke and wait."""
+        loop = self._cm._loop_for_threads
+        if loop is None:
+            raise RuntimeError("invoke_sync from a skill needs the skill to run in a worker thread")
+        future = asyncio.run_coroutine_threadsafe(self._cm._invoke(ref, args, self._ctx, options), loop)
+        return future.result()
+
+    def finish(self, value: Any = None) -> None:
+        """End this invocation now, with ``value`` as its result."""
+        raise Finish(value)
+
+    async def next(self, args: dict[str, Any] | None = None) -> Any:
+        """(Middleware) run the rest of the onion and the skill; returns its result.
+
+        ``args`` replaces the served invocation's args (validated again).
+        """
+        if self._ctx._next is None:
+            raise AgentAppsError(
+                f"{self._ctx.skill.name}: ctx.manager.next() is only available in middleware",
+                skill=self._ctx.skill.name,
+            )
+        return await self._ctx._next(args)
+
+    def callback(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str = "callback",
+        params: dict[str, Any] | None = None,
+        description: str = "",
+    ) -> str:
+        """Register ``fn(ctx, args)`` as a skill; returns its ref, released when this
+        invocation ends."""
+        return self._cm.callback(fn, owner=self._ctx, name=name, params=params, description=description)
+
+    def emit(self, topic: str, event: dict[str, Any]) -> None:
+        self._cm.events.emit(topic, event)
+
+    def subscribe(self, topic: str, handler: Subscriber) -> Callable[[], None]:
+        return self._cm.events.subscribe(topic, handler)
+
+    def config(self, call: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The cascaded config for this skill (defaults < user < project < dirs <
+        metadata < ``call``)."""
+        return self._cm.config_for(self._ctx.skill, call).values

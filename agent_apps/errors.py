@@ -1,0 +1,154 @@
+"""Typed errors. Every error agent-apps raises derives from :class:`AgentAppsError`.
+
+Errors carry the facts a user needs to fix the problem (skill name, file and line,
+argument path, the allowed-tools spec that was checked) as attributes as well as in
+the message, so that the command line, the MCP server and the agent can all report
+them in their own words without parsing strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentAppsError",
+    "ArgsInvalid",
+    "Cancelled",
+    "ConfigError",
+    "LimitExceeded",
+    "MiddlewareError",
+    "ResultInvalid",
+    "SandboxError",
+    "SkillFailed",
+    "SkillLoadError",
+    "SkillNotFound",
+    "ToolNotAllowed",
+]
+
+
+class AgentAppsError(Exception):
+    """Base class of every agent-apps error.
+
+    ``skill`` names the skill the error is about, when there is one. ``call_error`` is
+    true when the error is about the call itself (which skill, which args, whether it
+    is allowed) rather than something that went wrong while the skill ran; the command
+    line uses it to pick exit status 2 over 1.
+    """
+
+    call_error = False
+
+    def __init__(self, message: str, *, skill: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.skill = skill
+        #: How deep in the invocation tree the error was raised (0: the outermost call).
+        self.depth: int | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serializable description, for MCP, events and the agent."""
+        data: dict[str, Any] = {"type": type(self).__name__, "message": self.message}
+        if self.skill:
+            data["skill"] = self.skill
+        return data
+
+
+class SkillNotFound(AgentAppsError):
+    """No skill of that name (or that ref) exists on the search path."""
+
+    call_error = True
+
+    def __init__(self, ref: str, *, suggestions: list[str] | None = None) -> None:
+        self.ref = ref
+        self.suggestions = suggestions or []
+        hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
+        super().__init__(f"no skill named {ref!r}{hint}", skill=ref)
+
+
+class SkillLoadError(AgentAppsError):
+    """A skill file is broken: syntax error, bad frontmatter, bad name, missing main."""
+
+    call_error = True
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, skill: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}", skill=skill)
+        self.reason = message
+
+
+class ConfigError(AgentAppsError):
+    """A configuration file or value is invalid."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line else f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
+
+
+class ArgsInvalid(AgentAppsError):
+    """The args of a call do not validate against the skill's ``params`` schema."""
+
+    call_error = True
+
+    def __init__(self, skill: str, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        where = f" at {path}" if path else ""
+        super().__init__(f"{skill}: invalid args{where}: {problem}", skill=skill)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "path": self.path}
+
+
+class ResultInvalid(AgentAppsError):
+    """A skill returned a value that fails ``metadata.returns`` or is not JSON."""
+
+    def __init__(self, skill: str, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        where = f" at {path}" if path else ""
+        super().__init__(f"{skill}: invalid result{where}: {problem}", skill=skill)
+
+
+class ToolNotAllowed(AgentAppsError):
+    """The caller's ``allowed-tools`` (or the sandbox's ref rule) forbids this call."""
+
+    call_error = True
+
+    def __init__(self, caller: str, callee: str, reason: str, *, spec: str | None = None) -> None:
+        self.caller = caller
+        self.callee = callee
+        self.spec = spec
+        super().__init__(f"{caller} may not call {callee}: {reason}", skill=callee)
+
+
+class SkillFailed(AgentAppsError):
+    """The skill itself raised. The original exception is ``__cause__``."""
+
+    def __init__(self, skill: str, message: str) -> None:
+        super().__init__(f"{skill} failed: {message}", skill=skill)
+        self.reason = message
+
+
+class MiddlewareError(SkillFailed):
+    """A middleware broke the onion protocol (``next()`` never or twice called)."""
+
+
+class SandboxError(AgentAppsError):
+    """The sandbox could not run agent code (build, trap, limit, transport)."""
+
+
+class LimitExceeded(AgentAppsError):
+    """A configured limit was reached: depth, turns, steps, time, size."""
+
+
+class Cancelled(AgentAppsError):
+    """The invocation was cancelled through its signal (or Ctrl-C)."""
+
+    def __init__(self, reason: str = "cancelled", *, skill: str | None = None) -> None:
+        super().__init__(reason, skill=skill)

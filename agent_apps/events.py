@@ -1,0 +1,120 @@
+"""The event bus: topics, subscribers (callables or skill refs), fire-and-forget emit.
+
+A failing subscriber is logged and never breaks the emitter. Subscribers may be plain
+functions, coroutine functions, or refs of skills (invoked through the pipeline with
+the event as args). Topics are matched with ``fnmatch`` globs, so ``agent.*`` hears
+every agent topic. ``emit`` is safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .manager import ContextManager
+
+__all__ = ["EventBus", "Subscriber"]
+
+log = logging.getLogger("agent_apps.events")
+
+Subscriber = Callable[[str, dict[str, Any]], Any] | str
+
+
+@dataclass(frozen=True)
+class _Subscription:
+    pattern: str
+    handler: Subscriber
+    exact: bool
+
+
+class EventBus:
+    """Publish/subscribe by topic. One per :class:`~agent_apps.ContextManager`."""
+
+    def __init__(self, manager: ContextManager | None = None) -> None:
+        self._manager = manager
+        self._subs: list[_Subscription] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[asyncio.Future[Any]] = set()
+
+    def subscribe(self, topic: str, handler: Subscriber) -> Callable[[], None]:
+        """Call ``handler(topic, event)`` (or invoke the ref with the event) for each
+        event on a topic matching ``topic``. Returns a function that unsubscribes."""
+        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["))
+        with self._lock:
+            self._subs = [*self._subs, sub]
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subs = [s for s in self._subs if s is not sub]
+
+        return unsubscribe
+
+    def has_subscribers(self, topic: str) -> bool:
+        return any(self._matches(s, topic) for s in self._subs)
+
+    def emit(self, topic: str, event: dict[str, Any]) -> None:
+        """Deliver ``event`` to every subscriber of ``topic``; never raises.
+
+        Synchronous handlers run now; coroutine handlers and skill refs are scheduled
+        on the running event loop (or the one the bus last saw, when called from
+        another thread). :meth:`drain` waits for the scheduled ones.
+        """
+        for sub in self._subs:
+            if not self._matches(sub, topic):
+                continue
+            handler = sub.handler
+            try:
+                if isinstance(handler, str):
+                    if self._manager is None:
+                        raise RuntimeError("a ref subscriber needs a ContextManager")
+                    self._schedule(self._manager.invoke(handler, {"topic": topic, "event": event}), sub)
+                    continue
+                result = handler(topic, event)
+                if inspect.isawaitable(result):
+                    self._schedule(result, sub)
+            except Exception:
+                log.warning("event subscriber %r for topic %r failed", handler, topic, exc_info=True)
+
+    async def drain(self) -> None:
+        """Wait until every scheduled asynchronous delivery has finished."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    # -- internals -------------------------------------------------------------------
+
+    @staticmethod
+    def _matches(sub: _Subscription, topic: str) -> bool:
+        return sub.pattern == topic if sub.exact else fnmatchcase(topic, sub.pattern)
+
+    def _schedule(self, awaitable: Awaitable[Any], sub: _Subscription) -> None:
+        async def deliver() -> None:
+            try:
+                await awaitable
+            except Exception:
+                log.warning("event subscriber %r for topic %r failed", sub.handler, sub.pattern, exc_info=True)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            self._loop = loop
+            self._track(loop.create_task(deliver()))
+        elif self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(lambda: self._track(asyncio.ensure_future(deliver())))
+        else:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            log.warning("event for %r dropped: no event loop to deliver it on", sub.pattern)
+
+    def _track(self, future: asyncio.Future[Any]) -> None:
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)

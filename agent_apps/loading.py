@@ -1,0 +1,287 @@
+"""Reading skill files into :class:`~agent_apps.skill.Skill` objects.
+
+Code skills (``NAME.skill.py``) are parsed, never executed, at discovery: the
+``frontmatter`` literal is read from the syntax tree, and ``main`` is imported on
+first invoke. Each skill directory is a synthetic package, so a skill can import its
+neighbours with relative imports (``from .helpers import parse``) without touching
+``sys.path``.
+
+Prompt skills (``NAME.skill.md`` and ``NAME/SKILL.md``) are YAML frontmatter plus a
+Markdown body.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import SkillLoadError
+from .skill import Skill
+
+__all__ = ["CODE_SUFFIX", "PROMPT_SUFFIX", "load_file", "load_source", "skill_name_for"]
+
+CODE_SUFFIX = ".skill.py"
+PROMPT_SUFFIX = ".skill.md"
+FOLDER_FILE = "SKILL.md"
+_PACKAGE = "_agent_apps_skills"
+
+#: The args of a prompt skill that declares no ``params``: a free-form task.
+PROMPT_PARAMS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What to do; becomes the agent's first message."}},
+}
+
+
+def skill_name_for(path: Path) -> str | None:
+    """The default name of the skill in ``path``, or None if it is not a skill file."""
+    name = path.name
+    if name.endswith(CODE_SUFFIX):
+        return name[: -len(CODE_SUFFIX)]
+    if name.endswith(PROMPT_SUFFIX):
+        return name[: -len(PROMPT_SUFFIX)]
+    if name == FOLDER_FILE:
+        return path.parent.name
+    return None
+
+
+def load_file(path: Path, *, origin: str, root: str | None = None) -> Skill:
+    """Read one skill file; raise :class:`SkillLoadError` naming file and line."""
+    default_name = skill_name_for(path)
+    if default_name is None:
+        raise SkillLoadError("not a skill file (expected *.skill.py, *.skill.md or NAME/SKILL.md)", path=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SkillLoadError(f"cannot read: {exc}", path=str(path)) from None
+    if path.name.endswith(CODE_SUFFIX):
+        return _code_skill(text, str(path), default_name, origin=origin, root=root)
+    return _prompt_skill(text, str(path), default_name, origin=origin, root=root)
+
+
+def load_source(source: str, *, origin: str = "inline") -> Skill:
+    """Build a code skill from Python source (for ``inline://`` refs)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return _code_skill(source, f"<inline:{digest}>", "inline", origin=origin, root=None)
+
+
+# -- code skills ---------------------------------------------------------------------
+
+
+def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: str | None) -> Skill:
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        raise SkillLoadError(f"syntax error: {exc.msg}", path=path, line=exc.lineno) from None
+    frontmatter_node: ast.expr | None = None
+    main_node: ast.stmt | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(_is_name(t, "frontmatter") for t in node.targets):
+            frontmatter_node = node.value
+        elif isinstance(node, ast.AnnAssign) and _is_name(node.target, "frontmatter"):
+            frontmatter_node = node.value
+        elif _defines_main(node):
+            main_node = node
+    if frontmatter_node is None:
+        raise SkillLoadError("no 'frontmatter = {...}' at the top level of the module", path=path, line=1)
+    line = frontmatter_node.lineno
+    try:
+        frontmatter = ast.literal_eval(frontmatter_node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        bad = _first_non_literal(frontmatter_node)
+        raise SkillLoadError(
+            "frontmatter must be a literal (dicts, lists, strings, numbers, True/False/None): "
+            f"found {type(bad).__name__} expression {ast.unparse(bad)[:60]!r}",
+            path=path,
+            line=bad.lineno,
+        ) from None
+    key_lines = _key_lines(frontmatter_node)
+    skill = Skill.from_frontmatter(
+        frontmatter,
+        default_name=default_name,
+        path=path,
+        line=line,
+        key_lines=key_lines,
+        kind="code",
+        origin=origin,
+        root=root,
+    )
+    if main_node is None:
+        raise SkillLoadError(
+            "no main function: define 'async def main(ctx, args)' (or a plain def)", path=path, line=line, skill=skill.name
+        )
+    if skill.is_middleware and not isinstance(main_node, (ast.AsyncFunctionDef, ast.Assign, ast.ImportFrom)):
+        raise SkillLoadError(
+            "a middleware's main must be 'async def' (it awaits ctx.manager.next())",
+            path=path,
+            line=main_node.lineno,
+            skill=skill.name,
+        )
+    skill._loader = _import_main if not path.startswith("<inline:") else _inline_loader(text, path)
+    return skill
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _defines_main(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name == "main"
+    if isinstance(node, ast.Assign):
+        return any(_is_name(t, "main") for t in node.targets)
+    if isinstance(node, ast.ImportFrom):
+        return any((alias.asname or alias.name) == "main" for alias in node.names)
+    return False
+
+
+def _key_lines(node: ast.expr) -> dict[str, int]:
+    if not isinstance(node, ast.Dict):
+        return {}
+    return {k.value: k.lineno for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+
+
+def _first_non_literal(node: ast.expr) -> ast.expr:
+    """The first sub-expression that ``ast.literal_eval`` rejects, for its line."""
+    children: list[ast.expr] = []
+    if isinstance(node, ast.Dict):
+        children = [k for k in node.keys if k is not None] + list(node.values)
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        children = list(node.elts)
+    elif isinstance(node, ast.Constant):
+        return node
+    else:
+        return node
+    for child in children:
+        try:
+            ast.literal_eval(child)
+        except (ValueError, TypeError, SyntaxError):
+            return _first_non_literal(child)
+    return node
+
+
+def _package_for(directory: Path) -> str:
+    """A synthetic package for a skill directory, so relative imports work."""
+    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:12]
+    if _PACKAGE not in sys.modules:
+        root = types.ModuleType(_PACKAGE)
+        root.__path__ = []
+        sys.modules[_PACKAGE] = root
+    name = f"{_PACKAGE}.d{digest}"
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(directory)]
+        package.__file__ = str(directory / "__init__.py")
+        sys.modules[name] = package
+    return name
+
+
+def _import_main(skill: Skill) -> Callable[..., Any]:
+    assert skill.path is not None
+    path = Path(skill.path)
+    stem = path.name[: -len(CODE_SUFFIX)].replace("-", "_").replace(".", "_")
+    module_name = f"{_package_for(path.parent)}.{stem}_skill"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - spec_from_file_location on a real file
+        raise SkillLoadError("cannot import", path=str(path), skill=skill.name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(module_name, None)
+        if not isinstance(exc, Exception):
+            raise
+        raise SkillLoadError(
+            f"importing the skill raised {type(exc).__name__}: {exc}",
+            path=str(path),
+            line=_line_in(exc, str(path)),
+            skill=skill.name,
+        ) from exc
+    return _main_of(module, skill)
+
+
+def _inline_loader(text: str, path: str) -> Callable[[Skill], Callable[..., Any]]:
+    def load(skill: Skill) -> Callable[..., Any]:
+        module = types.ModuleType(f"{_PACKAGE}.inline_{skill.name.replace('-', '_')}")
+        try:
+            exec(compile(text, path, "exec"), module.__dict__)
+        except Exception as exc:
+            raise SkillLoadError(
+                f"running the inline skill raised {type(exc).__name__}: {exc}",
+                path=path,
+                line=_line_in(exc, path),
+                skill=skill.name,
+            ) from exc
+        return _main_of(module, skill)
+
+    return load
+
+
+def _main_of(module: types.ModuleType, skill: Skill) -> Callable[..., Any]:
+    main = getattr(module, "main", None)
+    if not callable(main):
+        raise SkillLoadError("'main' is not callable", path=skill.path or skill.name, skill=skill.name)
+    return main
+
+
+def _line_in(exc: BaseException, path: str) -> int | None:
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == path:
+            line = frame.lineno
+    if isinstance(exc, SyntaxError) and exc.filename == path:
+        line = exc.lineno
+    return line
+
+
+# -- prompt skills -------------------------------------------------------------------
+
+
+def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root: str | None) -> Skill:
+    import yaml
+
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise SkillLoadError("missing YAML frontmatter: the file must start with a '---' line", path=path, line=1)
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        raise SkillLoadError("the YAML frontmatter is not closed by a '---' line", path=path, line=1)
+    block = "".join(lines[1:end])
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        frontmatter = yaml.load(block, Loader=loader) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 2 if mark is not None else 1
+        raise SkillLoadError(f"bad YAML frontmatter: {problem}", path=path, line=line) from None
+    key_lines: dict[str, int] = {}
+    if isinstance(frontmatter, dict):
+        tools = frontmatter.get("allowed-tools")
+        if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
+            frontmatter["allowed-tools"] = " ".join(tools)  # other tools' SKILL.md allow a list
+        node = yaml.compose(block, Loader=loader)
+        if isinstance(node, yaml.MappingNode):
+            key_lines = {k.value: k.start_mark.line + 2 for k, _ in node.value if isinstance(k.value, str)}
+    skill = Skill.from_frontmatter(
+        frontmatter,
+        default_name=default_name,
+        path=path,
+        line=1,
+        key_lines=key_lines,
+        kind="prompt",
+        origin=origin,
+        root=root,
+        lenient_keys=True,
+        body="".join(lines[end + 1 :]).strip("\n"),
+    )
+    if skill.params is None:
+        skill.params = PROMPT_PARAMS
+    return skill

@@ -1,0 +1,345 @@
+"""The :class:`ContextManager`: the search path, the catalog of skills, and the entry
+point of every invocation (the stages themselves are in :mod:`agent_apps.pipeline`)."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import pipeline
+from .allowed_tools import Visible, visible_tools
+from .config import Cascade, Resolved, agent_apps_home
+from .context import Context, Signal
+from .errors import AgentAppsError, Cancelled, SkillNotFound, ToolNotAllowed
+from .events import EventBus
+from .loading import load_file, load_source
+from .middleware import MiddlewareFn, compose, skill_middleware
+from .plugins import PluginError, load_plugins
+from .searchpath import Catalog, Root, bundled_roots
+from .skill import Skill, is_skill_name
+from .validation import check_schemas
+
+__all__ = ["ContextManager"]
+
+CALLBACK_SCHEME = "callback://"
+_PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md")
+
+MiddlewareRef = str | tuple[str, dict[str, Any]] | MiddlewareFn
+
+
+class ContextManager:
+    """Finds skills on the search path and runs invocations through the pipeline.
+
+    ``search_path`` directories come first, then ``AGENT_APPS_PATH``, the project's
+    ``./skills``, the user's ``~/.agent-apps/skills``, installed packages and the
+    bundled skills (CONTRACT section 2). Each of the implicit layers can be turned off,
+    which tests and embedders use to get a hermetic manager.
+    """
+
+    def __init__(
+        self,
+        search_path: Iterable[str | os.PathLike[str]] | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        home: str | os.PathLike[str] | None = None,
+        plugins: Sequence[object] = (),
+        middleware: Sequence[MiddlewareRef] = (),
+        env: bool = True,
+        project: bool = True,
+        user: bool = True,
+        entry_points: bool = True,
+        bundled: bool = True,
+        max_depth: int = 64,
+    ) -> None:
+        self.id = secrets.token_hex(3)
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.home = Path(home) if home is not None else agent_apps_home()
+        self.max_depth = max_depth
+        self.events = EventBus(self)
+        self.cascade = Cascade(cwd=self.cwd, home=self.home, project=project)
+        self._explicit = [Path(p) for p in (search_path or ())]
+        self._layers = {"env": env, "project": project, "user": user, "bundled": bundled}
+        self._plugins = list(plugins)
+        self._entry_points = entry_points
+        self._middleware = list(middleware)
+        self._catalog: Catalog | None = None
+        self._plugin_errors: list[PluginError] = []
+        self._pm: Any = None
+        self._callbacks: dict[str, Skill] = {}
+        self._files: dict[tuple[str, int], Skill] = {}
+        self._inline: dict[str, Skill] = {}
+        self._middleware_fns: dict[Any, MiddlewareFn] = {}
+        self._loop_for_threads: asyncio.AbstractEventLoop | None = None
+
+    # -- the catalog -------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """Every skill on the search path (built on first use; :meth:`reload` rebuilds)."""
+        if self._catalog is None:
+            pm, dists, self._plugin_errors = load_plugins(self._plugins, entry_points=self._entry_points)
+            self._pm = pm
+            self._catalog = Catalog.build(self.roots(pm, dists))
+            pm.hook.agent_apps_configure(manager=self)
+        return self._catalog
+
+    def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
+        """The search path, in order, with the origin of each directory."""
+        roots = [Root(p.resolve(), "path") for p in self._explicit]
+        if self._layers["env"]:
+            env = os.environ.get("AGENT_APPS_PATH", "")
+            roots += [Root(Path(p).resolve(), "path") for p in env.split(os.pathsep) if p]
+        if self._layers["project"]:
+            roots.append(Root((self.cwd / "skills").resolve(), "project"))
+        if self._layers["user"]:
+            roots.append(Root(self.home / "skills", "user"))
+        if pm is not None:
+            for plugin_name, plugin in pm.list_name_plugin():
+                impl = getattr(plugin, "agent_apps_skill_dirs", None)
+                if impl is None:
+                    continue
+                origin = f"package:{(dists or {}).get(plugin_name, plugin_name)}"
+                roots += [Root(Path(d).resolve(), origin) for d in impl() or ()]
+        if self._layers["bundled"]:
+            roots += bundled_roots()
+        return roots
+
+    def reload(self) -> None:
+        """Forget the catalog and every cache; the next use scans the search path again."""
+        self._catalog = None
+        self._files.clear()
+        self._middleware_fns.clear()
+
+    def skills(self) -> list[Skill]:
+        """The winning skill of each name, sorted by name."""
+        return sorted(self.catalog.skills.values(), key=lambda s: s.name)
+
+    @property
+    def errors(self) -> list[AgentAppsError]:
+        """Broken skill files and broken plugin packages, each with a clear message."""
+        errors: list[AgentAppsError] = list(self.catalog.errors)
+        errors += [AgentAppsError(f"package {e.dist} ({e.name}): {e.message}") for e in self._plugin_errors]
+        return errors
+
+    def get(self, name: str) -> Skill:
+        """The skill named ``name``, or :class:`SkillNotFound` with suggestions."""
+        skill = self.catalog.skills.get(name)
+        if skill is None:
+            close = difflib.get_close_matches(name, list(self.catalog.skills), n=3)
+            raise SkillNotFound(name, suggestions=close)
+        return skill
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """A skill's description; also checks its schemas against the meta-schema."""
+        skill = self.get(name)
+        check_schemas(skill)
+        return skill.describe()
+
+    def config_for(self, skill: Skill | str | None, call: dict[str, Any] | None = None) -> Resolved:
+        """The cascaded config of a skill, with the source of every value."""
+        if isinstance(skill, str):
+            skill = self.get(skill)
+        return self.cascade.resolve(skill, call)
+
+    def visible_tools(
+        self, allowed: str | None, *, caller: str | None = None, exclude: Iterable[str] = ()
+    ) -> Visible:
+        """Which skills a caller with ``allowed`` may see (the agent's tool list)."""
+        return visible_tools(self.skills(), allowed, caller=caller, exclude=exclude)
+
+    # -- invoking ----------------------------------------------------------------------
+
+    async def invoke(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
+        """Invoke a skill from outside any skill and return its result.
+
+        ``ref``: a skill name, ``file://PATH`` (or a path to a skill file),
+        ``inline://SOURCE``, a callback ref, a :class:`Skill`, or a dict with
+        frontmatter keys and a ``main`` callable. Options: ``middleware=[...]``
+        (call-time middleware), ``config={...}`` (the call layer of the cascade),
+        ``signal=Signal()`` (cancel it to cancel the invocation), ``internals={...}``.
+
+        Cancelling ``signal`` raises :class:`Cancelled`; cancelling the awaiting task
+        (or Ctrl-C) cancels the signal too, so threads and sandboxes stop.
+        """
+        signal = options.get("signal") or Signal()
+        options["signal"] = signal
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        state = {"running": True, "requested": False}
+
+        def cancel_task(reason: str) -> None:
+            def cancel() -> None:
+                if state["running"] and task is not None:
+                    state["requested"] = True
+                    task.cancel()
+
+            loop.call_soon_threadsafe(cancel)
+
+        remove = signal.add_callback(cancel_task)
+        try:
+            return await pipeline.invoke(self, ref, args, None, options)
+        except asyncio.CancelledError:
+            if state["requested"] and task is not None and task.uncancel() == 0:
+                raise Cancelled(signal.reason or "cancelled") from None
+            signal.cancel("cancelled")
+            raise
+        finally:
+            state["running"] = False
+            remove()
+
+    def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
+        """:meth:`invoke` for scripts: runs its own event loop until the result is in."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+
+        async def run() -> Any:
+            try:
+                return await self.invoke(ref, args, **options)
+            finally:
+                await self.events.drain()
+
+        return asyncio.run(run())
+
+    async def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
+        return await pipeline.invoke(self, ref, args, parent, options)
+
+    # -- callback refs -----------------------------------------------------------------
+
+    def callback(
+        self,
+        fn: Callable[..., Any],
+        *,
+        owner: Context | None = None,
+        name: str = "callback",
+        params: dict[str, Any] | None = None,
+        description: str = "",
+    ) -> str:
+        """Register ``fn(ctx, args)`` as an ephemeral hidden skill and return its ref.
+
+        The ref is a string (``callback://NAME.TOKEN``) that can cross any boundary
+        (MCP, another process through our server) and is invoked like any skill.
+        Holding it is the permission to call it: allowed-tools does not apply, but
+        agent code can never use it (it is not a bare name). It is released when
+        ``owner``'s invocation ends (or by :meth:`release`).
+        """
+        ref = f"{CALLBACK_SCHEME}{name}.{secrets.token_urlsafe(12)}"
+        self._callbacks[ref] = Skill(
+            name=name,
+            description=description,
+            params=params if params is not None else {"type": "object"},
+            metadata={"visibility": "hidden"},
+            kind="callback",
+            origin="callback",
+            _main=fn,
+        )
+        if owner is not None:
+            owner.callbacks = [*(owner.callbacks or ()), ref]
+        return ref
+
+    def release(self, ref: str) -> None:
+        """Forget a callback ref; invoking it afterwards raises SkillNotFound."""
+        self._callbacks.pop(ref, None)
+
+    # -- used by the pipeline ------------------------------------------------------------
+
+    def _resolve(self, ref: Any, parent: Context | None) -> Skill:
+        """Stage 1 of the pipeline: what ``ref`` names."""
+        if parent is not None and parent.internals.get("untrusted") and not is_skill_name(ref):
+            raise ToolNotAllowed(
+                parent.skill.name,
+                ascii(ref) if isinstance(ref, str) else type(ref).__name__,
+                "agent code may only invoke skills by bare name ([a-z0-9-]+); "
+                "file://, inline://, callback refs and paths are refused",
+            )
+        if isinstance(ref, Skill):
+            return ref
+        if isinstance(ref, dict):
+            return _anonymous(ref)
+        if not isinstance(ref, str):
+            raise AgentAppsError(f"a skill ref must be a string, a Skill or a dict, not {type(ref).__name__}")
+        if is_skill_name(ref):
+            return self.get(ref)
+        if ref.startswith(CALLBACK_SCHEME):
+            skill = self._callbacks.get(ref)
+            if skill is None:
+                raise SkillNotFound(ref.split(".", 1)[0] + ".… (released or unknown callback ref)")
+            return skill
+        if ref.startswith("inline://"):
+            source = ref[len("inline://") :]
+            skill = self._inline.get(source)
+            if skill is None:
+                skill = self._inline[source] = load_source(source)
+            return skill
+        if ref.startswith("file://") or ref.endswith(_PATH_SUFFIXES) or "/" in ref or os.sep in ref:
+            return self._file_skill(Path(ref.removeprefix("file://")))
+        raise SkillNotFound(ref)
+
+    def _file_skill(self, path: Path) -> Skill:
+        path = (self.cwd / path).resolve() if not path.is_absolute() else path
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            raise SkillNotFound(f"file://{path} (no such file)") from None
+        key = (str(path), mtime)
+        skill = self._files.get(key)
+        if skill is None:
+            skill = self._files[key] = load_file(path, origin="file", root=str(path.parent))
+        return skill
+
+    def _onion(
+        self, skill: Skill, call_middleware: Sequence[MiddlewareRef] | None
+    ) -> Callable[[Context, Any], Any] | None:
+        """The composed middleware for one invocation (cached per skill)."""
+        if skill.kind == "callback" or skill.is_middleware:
+            fixed: list[MiddlewareFn] = []
+        else:
+            fixed = skill._cache.get("middleware")  # type: ignore[assignment]
+            if fixed is None:
+                refs: list[MiddlewareRef] = [*self._plugin_middleware(), *self._middleware]
+                refs += self.config_for(skill).values.get("middleware") or []
+                refs += list(skill.middleware)
+                fixed = skill._cache["middleware"] = [self._middleware_fn(r) for r in refs]
+        chain = fixed + [self._middleware_fn(r) for r in call_middleware or ()]
+        if not chain:
+            return None
+        if not call_middleware:
+            onion = skill._cache.get("onion")
+            if onion is None:
+                onion = skill._cache["onion"] = compose(chain)
+            return onion
+        return compose(chain)
+
+    def _plugin_middleware(self) -> list[MiddlewareRef]:
+        self.catalog  # make sure plugins are loaded
+        refs: list[MiddlewareRef] = []
+        for contributed in self._pm.hook.agent_apps_middleware():
+            refs += list(contributed or ())
+        return refs
+
+    def _middleware_fn(self, ref: MiddlewareRef) -> MiddlewareFn:
+        if callable(ref):
+            return ref
+        key = ref if isinstance(ref, str) else (ref[0], repr(sorted(ref[1].items())))
+        fn = self._middleware_fns.get(key)
+        if fn is None:
+            fn = self._middleware_fns[key] = skill_middleware(self, ref)
+        return fn
+
+
+def _anonymous(definition: dict[str, Any]) -> Skill:
+    """An anonymous skill from a dict: frontmatter keys plus a ``main`` callable."""
+    fields = dict(definition)
+    main = fields.pop("main", None)
+    if not callable(main):
+        raise AgentAppsError("an anonymous skill definition needs a callable 'main'")
+    fields.setdefault("name", "anonymous")
+    return Skill.from_frontmatter(fields, default_name="anonymous", kind="anonymous", origin="anonymous", _main=main)

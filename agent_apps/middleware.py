@@ -1,0 +1,118 @@
+"""Middleware: Koa's onion, for skills and for plain callables.
+
+A middleware is ``async def mw(ctx, call_next)``; it may change args, short-circuit,
+transform the result and catch errors. Middleware *skills* (``metadata.role:
+middleware``) are adapted to that shape: their ``main(ctx, args)`` gets its own params
+as ``args``, the served invocation as ``ctx.target`` (sharing ``ctx.locals``), and
+continues with ``await ctx.manager.next()``.
+
+Order, outermost first: plugin middleware, config-cascade ``middleware``, the skill's
+frontmatter ``middleware``, then call-time ``invoke(..., middleware=[...])``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._syntax import parse_call
+from .context import Context, Finish
+from .errors import AgentAppsError, MiddlewareError, SkillFailed, SkillLoadError
+from .validation import coerce_params, validate_args
+
+if TYPE_CHECKING:
+    from .manager import ContextManager
+    from .skill import Skill
+
+__all__ = ["CallNext", "MiddlewareFn", "compose", "skill_middleware"]
+
+CallNext = Callable[..., Awaitable[Any]]
+MiddlewareFn = Callable[[Context, CallNext], Awaitable[Any]]
+Terminal = Callable[[Context], Awaitable[Any]]
+
+
+def compose(middleware: Sequence[MiddlewareFn]) -> Callable[[Context, Terminal], Awaitable[Any]]:
+    """The whole onion. ``call_next(args=None)`` runs the next layer (``args`` replaces
+    the invocation's args, validated again); calling it twice is an error, and so is
+    neither calling it nor returning a result (use ``finish(None)`` for a null)."""
+
+    async def run(ctx: Context, terminal: Terminal) -> Any:
+        async def dispatch(index: int) -> Any:
+            if index == len(middleware):
+                return await terminal(ctx)
+            mw = middleware[index]
+            state: list[Any] = []  # [result of the inner layers] once call_next ran
+
+            async def call_next(args: dict[str, Any] | None = None) -> Any:
+                if state:
+                    raise MiddlewareError(_name(mw), "called ctx.manager.next() twice")
+                state.append(None)
+                if args is not None:
+                    ctx.args = validate_args(ctx.skill, args)
+                state[0] = await dispatch(index + 1)
+                return state[0]
+
+            try:
+                result = await mw(ctx, call_next)
+            except Finish as done:
+                return done.value
+            if result is None:
+                if not state:
+                    raise MiddlewareError(
+                        _name(mw),
+                        "returned without calling ctx.manager.next() or returning a result "
+                        "(to short-circuit with null, use ctx.manager.finish(None))",
+                    )
+                return state[0]
+            return result
+
+        return await dispatch(0)
+
+    return run
+
+
+def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) -> MiddlewareFn:
+    """Adapt a middleware skill, written ``name`` or ``name(key=value)``, to a callable."""
+    if isinstance(ref, tuple):
+        name, raw = ref
+    else:
+        try:
+            name, pairs = parse_call(ref)
+        except ValueError as exc:
+            raise AgentAppsError(f"middleware {exc}") from None
+        raw = None
+    skill = cm.get(name)
+    if not skill.is_middleware:
+        raise SkillLoadError(
+            f"{name!r} is used as middleware but lacks 'metadata: {{role: middleware}}'",
+            path=skill.path or name,
+            line=skill.line,
+            skill=name,
+        )
+    params = validate_args(skill, raw if raw is not None else coerce_params(skill.params, pairs))
+
+    async def run_middleware(target: Context, call_next: CallNext) -> Any:
+        ctx = Context(
+            target._cm, skill, params, target.parent, signal=target.signal, target=target, locals=target.locals
+        )
+        ctx._nonlocals = target.nonlocals
+        ctx._next = call_next
+        try:
+            result = skill.main(ctx, params)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except (AgentAppsError, Finish):
+            raise
+        except Exception as exc:
+            raise SkillFailed(skill.name, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            ctx._close()
+
+    run_middleware.__qualname__ = run_middleware.__name__ = skill.name
+    return run_middleware
+
+
+def _name(mw: Callable[..., Any]) -> str:
+    return getattr(mw, "__name__", repr(mw))

@@ -1,0 +1,141 @@
+"""The pipeline: every invocation passes through these stages, in this order.
+
+::
+
+    1. resolve        ref -> Skill (names, file://, inline://, callback refs, anonymous
+                      definitions); agent code (the "untrusted" flag) may only use
+                      bare names
+    2. depth          a cycle of skills calling each other stops with LimitExceeded
+    3. allowed-tools  the caller's allowed-tools must allow this callee with these args
+    4. args           JSON Schema (Draft 2020-12) validation; schema defaults applied
+    5. middleware     the onion: plugin, cascade, frontmatter, then call-time middleware
+    6. skill          main(ctx, args), or the executor for a prompt skill
+    7. result         JSON-serializable and valid against metadata.returns
+
+Errors leave every stage as :class:`~agent_apps.errors.AgentAppsError` subclasses
+tagged with the depth they happened at; anything else a skill raises becomes
+:class:`~agent_apps.errors.SkillFailed` with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from .allowed_tools import check_call
+from .context import Context, Finish, Signal
+from .errors import AgentAppsError, LimitExceeded, SkillFailed
+from .validation import validate_args, validate_result
+
+if TYPE_CHECKING:
+    from .manager import ContextManager
+    from .skill import Skill
+
+__all__ = ["OPTIONS", "invoke"]
+
+#: Keyword options ``invoke()`` accepts.
+OPTIONS = frozenset({"middleware", "config", "target", "internals", "signal", "system"})
+
+#: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
+#: of *names* it may call) does not apply to them.
+_CALLER_CODE = frozenset({"anonymous", "callback"})
+
+#: The skill that runs prompt skills (CONTRACT section 7).
+PROMPT_EXECUTOR = "agent-execute"
+
+
+async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
+    """Run one invocation of ``ref`` with ``args`` as a child of ``parent``."""
+    unknown = options.keys() - OPTIONS
+    if unknown:
+        raise TypeError(f"invoke() got unknown options: {', '.join(sorted(unknown))}")
+    depth = 0 if parent is None else parent.depth + 1
+    try:
+        # 1. Resolve the ref.
+        skill = cm._resolve(ref, parent)
+        # 2. Bound the depth.
+        if depth > cm.max_depth:
+            chain = " -> ".join([*parent.chain[-6:], skill.name]) if parent else skill.name
+            raise LimitExceeded(
+                f"invocation depth limit ({cm.max_depth}) reached: ... {chain} (is there a cycle?)",
+                skill=skill.name,
+            )
+        # 3. The caller's allowed-tools.
+        if parent is not None and skill.kind not in _CALLER_CODE and not options.get("system"):
+            check_call(parent.skill, skill, args)
+        # 4. Args.
+        args = validate_args(skill, args)
+    except AgentAppsError as exc:
+        _tag(exc, depth)
+        raise
+
+    signal: Signal | None = options.get("signal")
+    ctx = Context(
+        cm,
+        skill,
+        args,
+        parent,
+        signal=signal.child() if signal is not None and parent is not None else signal,
+        target=options.get("target"),
+        internals=options.get("internals"),
+    )
+    if options.get("config"):
+        ctx.internals["config"] = options["config"]
+    try:
+        # 5 and 6. The middleware onion around the skill.
+        onion = cm._onion(skill, options.get("middleware"))
+        result = await (onion(ctx, _run_skill) if onion is not None else _run_skill(ctx))
+        # 7. The result.
+        validate_result(skill, result)
+        return result
+    except AgentAppsError as exc:
+        _tag(exc, depth)
+        raise
+    finally:
+        ctx._close()
+
+
+async def _run_skill(ctx: Context) -> Any:
+    """Stage 6: run the skill's code and turn what it raises into typed errors."""
+    skill = ctx.skill
+    try:
+        if skill.kind == "prompt":
+            return await ctx._cm._invoke(PROMPT_EXECUTOR, {}, ctx, {"target": ctx, "system": True})
+        main = skill.main
+        if _is_async(skill, main):
+            return await main(ctx, ctx.args)
+        result = await _in_thread(ctx, main)
+        if inspect.isawaitable(result):  # a plain def that returned a coroutine
+            result = await result
+        return result
+    except Finish as done:
+        return done.value
+    except AgentAppsError:
+        raise
+    except Exception as exc:
+        raise SkillFailed(skill.name, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _is_async(skill: Skill, main: Any) -> bool:
+    is_async = skill._cache.get("async")
+    if is_async is None:
+        is_async = skill._cache["async"] = inspect.iscoroutinefunction(main)
+    return bool(is_async)
+
+
+async def _in_thread(ctx: Context, main: Any) -> Any:
+    """Plain ``def`` skills run in a worker thread, so blocking code never stalls the
+    event loop (as Starlette does for sync endpoints); ``ctx.manager.invoke_sync``
+    calls back into the loop from there."""
+    loop = asyncio.get_running_loop()
+    ctx._cm._loop_for_threads = loop
+    call = functools.partial(contextvars.copy_context().run, main, ctx, ctx.args)
+    return await loop.run_in_executor(None, call)
+
+
+def _tag(exc: AgentAppsError, depth: int) -> None:
+    if exc.depth is None:
+        exc.depth = depth

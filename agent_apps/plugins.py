@@ -1,0 +1,101 @@
+"""Plugin hooks (pluggy) and the ``agent_apps.skills`` entry-point group.
+
+An installed package contributes skills by declaring an entry point in the
+``agent_apps.skills`` group that names a module (or object) implementing these hooks::
+
+    # pyproject.toml of the package
+    [project.entry-points."agent_apps.skills"]
+    my-skills = "my_skills.plugin"
+
+    # my_skills/plugin.py
+    from pathlib import Path
+    from agent_apps import hookimpl
+
+    @hookimpl
+    def agent_apps_skill_dirs():
+        return [Path(__file__).parent / "skills"]
+
+Plugins can also be passed to ``ContextManager(plugins=[...])`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .manager import ContextManager
+
+__all__ = ["ENTRY_POINT_GROUP", "PluginError", "hookimpl", "hookspec", "load_plugins"]
+
+ENTRY_POINT_GROUP = "agent_apps.skills"
+hookspec = pluggy.HookspecMarker("agent_apps")
+hookimpl = pluggy.HookimplMarker("agent_apps")
+
+
+class HookSpecs:
+    """The hooks a plugin may implement. Every hook is optional."""
+
+    @hookspec
+    def agent_apps_skill_dirs(self) -> Iterable[str | Path]:  # type: ignore[empty-body]
+        """Directories of skill files this plugin contributes to the search path.
+
+        They come after the user's directories and before the bundled skills, so a
+        package can shadow a bundled skill and a project can shadow a package.
+        """
+
+    @hookspec
+    def agent_apps_middleware(self) -> Sequence[str | Callable[..., Any]]:  # type: ignore[empty-body]
+        """Global middleware, outermost first: refs like ``"audit(level=info)"`` or
+        plain ``async def mw(ctx, call_next)`` callables."""
+
+    @hookspec
+    def agent_apps_configure(self, manager: ContextManager) -> None:
+        """Called once when a ContextManager first loads its skills."""
+
+
+@dataclass(frozen=True)
+class PluginError:
+    """An entry point that failed to load; reported by ``agent-apps list``."""
+
+    name: str
+    dist: str
+    message: str
+
+
+def load_plugins(
+    plugins: Sequence[object], *, entry_points: bool
+) -> tuple[pluggy.PluginManager, dict[str, str], list[PluginError]]:
+    """A plugin manager with ``plugins`` and the entry-point plugins registered.
+
+    Returns the manager, the distribution name of each registered plugin (by plugin
+    name, for skill origins) and the entry points that failed. A broken package never
+    stops the others from loading.
+    """
+    pm = pluggy.PluginManager("agent_apps")
+    pm.add_hookspecs(HookSpecs)
+    dists: dict[str, str] = {}
+    errors: list[PluginError] = []
+    for plugin in plugins:
+        name = pm.register(plugin)
+        if name is not None:
+            dists[name] = getattr(plugin, "__name__", name)
+    if entry_points:
+        from importlib.metadata import entry_points as _entry_points
+
+        for ep in _entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist is not None else ep.name
+            if pm.get_plugin(ep.name) is not None:
+                continue
+            try:
+                obj = ep.load()
+                pm.register(obj, name=ep.name)
+            except Exception as exc:  # a broken package must not break the others
+                errors.append(PluginError(ep.name, dist, f"{type(exc).__name__}: {exc}"))
+                continue
+            dists[ep.name] = dist
+    return pm, dists, errors

@@ -1,0 +1,110 @@
+"""The search path: where skills are found, in order, first match wins.
+
+1. explicit directories (``--path``, ``ContextManager(search_path=...)``, then
+   ``AGENT_APPS_PATH``);
+2. the project's ``./skills``;
+3. the user's ``~/.agent-apps/skills``;
+4. directories contributed by installed packages (entry-point group
+   ``agent_apps.skills``, hook ``agent_apps_skill_dirs``);
+5. the bundled ``skills/`` and ``extensions/``.
+
+A later skill with the same name is *shadowed*: it stays in :attr:`Catalog.entries`
+(``agent-apps list --all`` shows it) but never runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import SkillLoadError
+from .loading import CODE_SUFFIX, FOLDER_FILE, PROMPT_SUFFIX, load_file
+from .skill import Skill
+
+__all__ = ["Catalog", "Root", "bundled_roots", "scan"]
+
+_SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
+
+
+@dataclass(frozen=True)
+class Root:
+    """One directory of the search path and what put it there."""
+
+    path: Path
+    origin: str
+
+
+@dataclass
+class Entry:
+    """A skill found on the search path, and the winner that shadows it, if any."""
+
+    skill: Skill
+    shadowed_by: Skill | None = None
+
+
+@dataclass
+class Catalog:
+    """Every skill on the search path: the winners by name, all entries, the errors."""
+
+    roots: list[Root]
+    skills: dict[str, Skill] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    errors: list[SkillLoadError] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, roots: Iterable[Root]) -> Catalog:
+        catalog = cls(roots=list(roots))
+        for root in catalog.roots:
+            for item in scan(root):
+                if isinstance(item, SkillLoadError):
+                    catalog.errors.append(item)
+                else:
+                    catalog.add(item)
+        return catalog
+
+    def add(self, skill: Skill) -> None:
+        """Add a skill; if the name is taken it is recorded as shadowed."""
+        winner = self.skills.get(skill.name)
+        if winner is None:
+            self.skills[skill.name] = skill
+        self.entries.append(Entry(skill, winner))
+
+
+def scan(root: Root) -> Iterator[Skill | SkillLoadError]:
+    """Every skill file under ``root``, in a stable (sorted, depth-first) order."""
+    if not root.path.is_dir():
+        return
+    for path in _skill_files(root.path):
+        try:
+            yield load_file(path, origin=root.origin, root=str(root.path))
+        except SkillLoadError as exc:
+            yield exc
+
+
+def _skill_files(directory: Path) -> Iterator[Path]:
+    try:
+        with os.scandir(directory) as it:
+            items = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    subdirs = []
+    for item in items:
+        name = item.name
+        if item.is_dir():
+            if not name.startswith(".") and name not in _SKIP_DIRS:
+                subdirs.append(item)
+        elif name.endswith((CODE_SUFFIX, PROMPT_SUFFIX)) or name == FOLDER_FILE:
+            yield Path(item.path)
+    for sub in subdirs:
+        yield from _skill_files(Path(sub.path))
+
+
+def bundled_roots() -> list[Root]:
+    """The bundled ``skills/`` and ``extensions/``, from a wheel or a checkout."""
+    package = Path(__file__).resolve().parent
+    base = package / "_bundled"  # where the wheel puts them
+    if not base.is_dir():
+        base = package.parent  # a checkout or an editable install
+    return [Root(base / "skills", "bundled"), Root(base / "extensions", "bundled")]

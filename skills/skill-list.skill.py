@@ -1,0 +1,47 @@
+"""List the skills the caller may use: how an agent in discovery mode explores."""
+
+from fnmatch import fnmatchcase
+
+frontmatter = {
+    "name": "skill-list",
+    "description": "List the skills you can call, with one-line descriptions. "
+    "Filter by a glob over names (e.g. 'file-*'), a word in the description, or a tag.",
+    "params": {
+        "type": "object",
+        "properties": {
+            "match": {"type": "string", "description": "glob over names, or a word to find in descriptions"},
+            "tag": {"type": "string", "description": "only skills with this tag"},
+        },
+        "additionalProperties": False,
+    },
+    "metadata": {
+        "tags": ["discovery"],
+        "returns": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
+                "required": ["name", "description"],
+            },
+        },
+    },
+}
+
+
+async def main(ctx, args):
+    caller = ctx.parent.skill if ctx.parent is not None else None
+    visible = ctx.manager.context_manager.visible_tools(
+        caller.allowed_tools if caller else "*", caller=caller.name if caller else None
+    )
+    match = args.get("match")
+    out = []
+    for skill in visible.tools + visible.middleware:
+        if args.get("tag") and args["tag"] not in skill.tags:
+            continue
+        if match and not (fnmatchcase(skill.name, match) or match.lower() in skill.description.lower()):
+            continue
+        description = skill.description.strip().splitlines()[0] if skill.description.strip() else ""
+        if skill.is_middleware:
+            description = f"(middleware) {description}"
+        out.append({"name": skill.name, "description": description})
+    return out
