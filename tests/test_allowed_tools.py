@@ -1,0 +1,142 @@
+"""allowed-tools: globs, argument constraints, hidden skills, and visibility."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_apps import ToolNotAllowed
+from agent_apps.allowed_tools import parse_specs
+
+pytestmark = pytest.mark.anyio
+
+LEAF = """
+frontmatter = {
+    "params": {"type": "object", "properties": {"allowed_tools": {"type": "string"}, "ref": {"type": "string"}, "n": {"type": "integer"}}},
+    "metadata": %s,
+}
+async def main(ctx, args):
+    return "%s ran"
+"""
+
+
+def caller(write_skill, allowed, name="caller"):
+    allowed_line = f'"allowed-tools": {allowed!r},' if allowed is not None else ""
+    write_skill(
+        name,
+        f"""
+        frontmatter = {{
+            {allowed_line}
+            "params": {{"type": "object", "properties": {{"ref": {{"type": "string"}}, "args": {{"type": "object"}}}}}},
+        }}
+        async def main(ctx, args):
+            return await ctx.manager.invoke(args["ref"], args.get("args"))
+        """,
+    )
+
+
+@pytest.fixture
+def leaves(write_skill):
+    for name, meta in [
+        ("file-read", "{}"),
+        ("file-write", "{}"),
+        ("shell", "{}"),
+        ("agent-sub", "{}"),
+        ("schedule-create", "{}"),
+        ("secret", '{"visibility": "hidden"}'),
+    ]:
+        write_skill(name, LEAF % (meta, name))
+
+
+CASES = [
+    # allowed-tools, callee, args, allowed?
+    (None, "file-read", None, True),
+    (None, "secret", None, False),
+    ("*", "secret", None, True),
+    ("file-*", "file-write", None, True),
+    ("file-*", "shell", None, False),
+    ("file-*", "secret", None, False),
+    ("file-* secret", "secret", None, True),
+    ("sec*", "secret", None, False),
+    ("agent-sub(allowed_tools=file-read)", "agent-sub", {"allowed_tools": "file-read"}, True),
+    ("agent-sub(allowed_tools=file-read)", "agent-sub", {"allowed_tools": "file-read shell"}, False),
+    ("agent-sub(allowed_tools=file-*)", "agent-sub", {"allowed_tools": "file-read file-write"}, True),
+    ("agent-sub(allowed_tools=file-*)", "agent-sub", {"allowed_tools": "file-read *"}, False),
+    ("agent-sub(allowed_tools=file-read)", "agent-sub", None, False),
+    ("schedule-create(ref=my-*)", "schedule-create", {"ref": "my-job"}, True),
+    ("schedule-create(ref=my-*)", "schedule-create", {"ref": "other"}, False),
+    ("schedule-create(ref=my-*, n=1?)", "schedule-create", {"ref": "my-x", "n": 12}, True),
+    ("schedule-create(ref=my-*, n=1?)", "schedule-create", {"ref": "my-x", "n": 2}, False),
+    ("shell file-read", "file-write", None, False),
+]
+
+
+@pytest.mark.parametrize(("allowed", "callee", "args", "ok"), CASES)
+async def test_allowed_tools_decisions(write_skill, context_manager, leaves, allowed, callee, args, ok):
+    caller(write_skill, allowed)
+    call = {"ref": callee, **({"args": args} if args is not None else {})}
+    if ok:
+        assert await context_manager.invoke("caller", call) == f"{callee} ran"
+    else:
+        with pytest.raises(ToolNotAllowed) as info:
+            await context_manager.invoke("caller", call)
+        error = info.value
+        assert error.caller == "caller" and error.callee == callee
+        assert str(error).startswith(f"caller may not call {callee}: ")
+        assert error.depth == 1  # the outer call was fine; the skill failed
+
+
+async def test_denial_names_the_spec_that_was_checked(write_skill, context_manager, leaves):
+    caller(write_skill, "agent-sub(allowed_tools=file-read)")
+    with pytest.raises(ToolNotAllowed) as info:
+        await context_manager.invoke("caller", {"ref": "agent-sub", "args": {"allowed_tools": "shell"}})
+    assert "spec 'agent-sub(allowed_tools=file-read)'" in str(info.value)
+    assert "allowed_tools=\"shell\" does not match 'file-read'" in str(info.value)
+
+
+async def test_top_level_calls_may_name_hidden_skills(context_manager, write_skill, leaves):
+    assert await context_manager.invoke("secret") == "secret ran"
+
+
+def test_spec_parsing_keeps_spaces_and_quotes_inside_parens():
+    specs = parse_specs('file-* agent(allowed_tools="file-read file-write", name=x)  shell')
+    assert [s.glob for s in specs] == ["file-*", "agent", "shell"]
+    assert specs[1].constraints == (("allowed_tools", "file-read file-write"), ("name", "x"))
+    with pytest.raises(ValueError, match="missing '\\)'"):
+        parse_specs("agent(allowed_tools=x")
+
+
+def test_visible_tools_modes_hidden_self_and_exclusions(write_skill, context_manager, leaves):
+    write_skill("audit", 'frontmatter = {"params": {"type": "object"}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n')
+    write_skill("provider", LEAF % ('{"visibility": "hidden", "tags": ["meta-internal"]}', "provider"))
+    names = lambda skills: sorted(s.name for s in skills)  # noqa: E731
+
+    constrained = context_manager.visible_tools("file-* secret caller", caller="caller")
+    assert constrained.mode == "constrained"
+    assert names(constrained.tools) == ["file-read", "file-write", "secret"]
+
+    discovery = context_manager.visible_tools(None, caller="shell", exclude=["agent-sub"])
+    assert discovery.mode == "discovery"
+    found = names(discovery.tools)
+    assert "shell" not in found and "agent-sub" not in found and "secret" not in found and "provider" not in found
+    assert {"file-read", "skill-list", "skill-describe"} <= set(found)
+    assert names(discovery.middleware) == ["audit"]
+
+    starred = context_manager.visible_tools("* secret", caller="shell")
+    assert starred.mode == "discovery" and names(starred.named) == ["secret"]
+    assert "shell" in names(context_manager.visible_tools("file-* shell", caller="shell").tools)
+
+
+async def test_skill_list_shows_what_the_caller_may_see(write_skill, context_manager, leaves):
+    caller(write_skill, "file-* skill-list")
+    listed = await context_manager.invoke("caller", {"ref": "skill-list"})
+    assert [s["name"] for s in listed] == ["file-read", "file-write", "skill-list"]
+    described = await context_manager.invoke("caller", {"ref": "skill-list", "args": {"match": "file-w*"}})
+    assert [s["name"] for s in described] == ["file-write"]
+
+
+async def test_skill_describe_refuses_what_the_caller_cannot_see(write_skill, context_manager, leaves):
+    caller(write_skill, "file-read skill-describe")
+    data = await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "file-read"}})
+    assert data["name"] == "file-read" and "path" not in data
+    with pytest.raises(Exception, match="no skill named 'shell'"):
+        await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "shell"}})

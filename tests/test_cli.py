@@ -1,0 +1,192 @@
+"""The agent-apps command: output, exit codes, error style, lazy imports, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent_apps.cli import main
+
+COUNT = """
+frontmatter = {
+    "description": "Count the words in a text.\\nSecond line.",
+    "params": {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer", "default": 1},
+               "flag": {"type": "boolean"}, "tags": {"type": "array"}}, "required": ["text"]},
+    "metadata": {"returns": {"type": "object"}},
+}
+async def main(ctx, args):
+    return {"words": len(args["text"].split()), "n": args["n"], "flag": args.get("flag"), "tags": args.get("tags")}
+"""
+
+
+@pytest.fixture
+def cli(skills_path, write_skill, capsys):
+    write_skill("count", COUNT)
+    write_skill("shout", 'frontmatter = {"params": {"type": "object", "properties": {"s": {"type": "string"}}}}\nasync def main(ctx, args):\n    return args["s"].upper()\n')
+    write_skill("crash", "frontmatter = {}\nasync def main(ctx, args):\n    raise RuntimeError('disk on fire')\n")
+    write_skill("secret", 'frontmatter = {"metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return 1\n')
+
+    def run(*argv):
+        code = main([*argv, "--path", str(skills_path)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_invoke_coerces_key_value_by_schema(cli):
+    code, out, err = cli("invoke", "count", "text=a b c", "n=3", "flag=true", 'tags:=["x"]')
+    assert code == 0 and err == ""
+    assert json.loads(out) == {"words": 3, "n": 3, "flag": True, "tags": ["x"]}
+
+
+def test_invoke_prints_strings_as_is_and_json_on_request(cli, tmp_path):
+    assert cli("invoke", "shout", "s=hi")[1] == "HI\n"
+    assert cli("invoke", "shout", "s=hi", "--json")[1] == '"HI"\n'
+    args = tmp_path / "args.json"
+    args.write_text('{"s": "file"}')
+    assert cli("invoke", "shout", "--args", f"@{args}")[1] == "FILE\n"
+    assert cli("invoke", "shout", "--args", '{"s": "inline"}')[1] == "INLINE\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        (["invoke", "nope"], 2, "error: no skill named 'nope'"),
+        (["invoke", "count"], 2, "error: count: invalid args: 'text' is a required property"),
+        (["invoke", "count", "text=x", "n=many"], 2, "error: count: invalid args at n: 'many' is not of type 'integer'"),
+        (["invoke", "count", "text"], 2, "not KEY=VALUE"),
+        (["invoke", "count", "tags:=[oops"], 2, "tags:= value is not valid JSON"),
+        (["invoke", "count", "--args", "[1]"], 2, "--args must be a JSON object"),
+        (["invoke", "crash"], 1, "error: crash failed: RuntimeError: disk on fire"),
+    ],
+)
+def test_errors_are_one_or_two_plain_lines_with_the_right_exit_code(cli, argv, code, words):
+    got, out, err = cli(*argv)
+    assert got == code, err
+    assert words in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    assert out == ""
+
+
+def test_debug_shows_the_traceback(cli):
+    code, out, err = cli("invoke", "crash", "--debug")
+    assert code == 1 and "Traceback" in err and "disk on fire" in err
+
+
+def test_list_hides_hidden_and_shows_first_lines(cli):
+    code, out, err = cli("list")
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("count") and line.endswith("Count the words in a text.") for line in lines)
+    assert not any(line.startswith("secret") for line in lines)
+
+
+def test_list_all_shows_origins_and_shadowing(cli, write_skill, skills_path):
+    write_skill("skill-list", 'frontmatter = {}\nasync def main(ctx, args):\n    return []\n')
+    code, out, err = cli("list", "--all")
+    rows = [line.split() for line in out.splitlines()]
+    assert ["secret", "path"] == rows[[r[0] for r in rows].index("secret")][:2]
+    shadowed = [r for r in rows if r[0] == "skill-list" and r[1] == "bundled"]
+    assert shadowed and "shadowed" in shadowed[0]
+    data = json.loads(cli("list", "--all", "--json")[1])
+    assert {s["origin"] for s in data["skills"] if s["name"] == "skill-list"} == {"path", "bundled"}
+
+
+def test_list_reports_broken_files_on_stderr_and_still_lists(cli, write_skill, skills_path):
+    path = write_skill("broken", "frontmatter = {\ndef main(ctx, args): ...\n")
+    code, out, err = cli("list")
+    assert code == 0 and "count" in out
+    assert f"{path}:" in err and "syntax error" in err
+
+
+def test_describe(cli):
+    code, out, err = cli("describe", "count")
+    assert code == 0
+    assert out.splitlines()[0] == "count: Count the words in a text."
+    assert "text (string, required)" in out and "n (integer, default 1)" in out
+    assert json.loads(cli("describe", "count", "--json")[1])["params"]["required"] == ["text"]
+    assert cli("describe", "nope")[0] == 2
+
+
+def test_config_shows_values_and_sources(cli):
+    code, out, err = cli("config", "count")
+    assert code == 0
+    assert any(line.split()[:3] == ["model.agent", '"agent-strands"', "defaults"] for line in out.splitlines())
+    data = json.loads(cli("config", "count", "--json")[1])
+    assert data["sources"]["model.max_turns"] == "defaults"
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "invoke" in capsys.readouterr().err
+
+
+# -- real processes ------------------------------------------------------------------
+
+
+def _run(*argv, cwd, **kw):
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kw)
+
+
+HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema")
+
+
+def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, write_skill):
+    write_skill("count", COUNT)
+    code = (
+        "import sys, agent_apps\n"
+        "from agent_apps.cli import main\n"
+        f"main(['list', '--path', {str(skills_path)!r}])\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    result = _run("-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_exit_codes_from_a_real_process(tmp_path, skills_path, write_skill):
+    write_skill("count", COUNT)
+    ok = _run("-m", "agent_apps", "invoke", "count", "text=a b", "--path", str(skills_path), cwd=tmp_path)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["words"] == 2
+    bad = _run("-m", "agent_apps", "invoke", "count", "--path", str(skills_path), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: count: invalid args")
+
+
+def test_ctrl_c_cancels_cleanly(tmp_path, skills_path, write_skill):
+    marker = tmp_path / "cancelled"
+    write_skill(
+        "sleepy",
+        f"""
+        import asyncio, pathlib
+        frontmatter = {{}}
+        async def main(ctx, args):
+            ctx.signal.add_callback(lambda reason: pathlib.Path({str(marker)!r}).write_text(reason))
+            print("started", flush=True)
+            await asyncio.sleep(60)
+        """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_apps", "invoke", "sleepy", "--path", str(skills_path)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    for _ in range(100):
+        if marker.exists():
+            break
+        time.sleep(0.01)
+    assert marker.read_text() == "cancelled"

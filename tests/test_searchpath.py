@@ -1,0 +1,93 @@
+"""The search path: order, first match wins, origins, plugins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_apps import ContextManager, hookimpl
+
+SKILL = 'frontmatter = {{"description": "{desc}"}}\nasync def main(ctx, args):\n    return "{desc}"\n'
+
+
+def put(directory: Path, name: str, desc: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.skill.py"
+    path.write_text(SKILL.format(desc=desc))
+    return path
+
+
+def test_order_and_origins(tmp_path, monkeypatch):
+    explicit, env_dir = tmp_path / "explicit", tmp_path / "env"
+    project, home = tmp_path / "project", tmp_path / "home"
+    monkeypatch.setenv("AGENT_APPS_PATH", str(env_dir))
+    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
+    put(explicit, "a", "explicit")
+    put(env_dir, "a", "env")
+    put(env_dir, "b", "env")
+    put(project / "skills", "b", "project")
+    put(project / "skills", "c", "project")
+    put(home / "skills", "c", "user")
+    put(home / "skills", "skill-list", "user shadows bundled")
+    cm = ContextManager([explicit], cwd=project, entry_points=False)
+    assert [r.origin for r in cm.roots()] == ["path", "path", "project", "user", "bundled", "bundled"]
+    assert cm.invoke_sync("a") == "explicit"
+    assert cm.invoke_sync("b") == "env"
+    assert cm.invoke_sync("c") == "project"
+    assert cm.get("c").origin == "project"
+    assert cm.get("skill-list").origin == "user"
+    shadowed = {(e.skill.name, e.skill.description): e.shadowed_by for e in cm.catalog.entries}
+    assert shadowed[("a", "explicit")] is None
+    assert shadowed[("a", "env")].description == "explicit"
+    bundled = next(e for e in cm.catalog.entries if e.skill.name == "skill-list" and e.skill.origin == "bundled")
+    assert bundled.shadowed_by.origin == "user"
+    assert shadowed[("c", "user")].origin == "project"
+
+
+def test_nested_directories_and_folder_skills_are_found(tmp_path):
+    root = tmp_path / "skills"
+    put(root / "deep" / "er", "nested", "nested")
+    (root / "docs" / "notes").mkdir(parents=True)
+    (root / "docs" / "notes" / "SKILL.md").write_text("---\ndescription: Notes.\n---\nTake notes.\n")
+    cm = ContextManager([root], cwd=tmp_path, env=False, project=False, user=False, entry_points=False, bundled=False)
+    assert [s.name for s in cm.skills()] == ["nested", "notes"]
+
+
+def test_plugin_hook_contributes_a_directory_that_shadows_bundled(tmp_path):
+    pkg = tmp_path / "pkg"
+    put(pkg, "skill-list", "from a package")
+
+    class Plugin:
+        __name__ = "my-plugin"
+
+        @hookimpl
+        def agent_apps_skill_dirs(self):
+            return [pkg]
+
+    cm = ContextManager([], cwd=tmp_path, plugins=[Plugin()], env=False, project=False, user=False, entry_points=False)
+    skill = cm.get("skill-list")
+    assert skill.origin.startswith("package:") and skill.description == "from a package"
+
+
+def test_reload_sees_new_files(tmp_path):
+    root = tmp_path / "skills"
+    root.mkdir()
+    cm = ContextManager([root], cwd=tmp_path, env=False, project=False, user=False, entry_points=False, bundled=False)
+    assert cm.skills() == []
+    put(root, "fresh", "new")
+    cm.reload()
+    assert [s.name for s in cm.skills()] == ["fresh"]
+
+
+def test_broken_entry_point_package_is_reported_not_fatal(tmp_path, monkeypatch):
+    import importlib.metadata as md
+
+    class FakeEP:
+        name, dist = "broken", None
+
+        def load(self):
+            raise ImportError("missing dependency 'frobnicate'")
+
+    monkeypatch.setattr(md, "entry_points", lambda group: [FakeEP()] if group == "agent_apps.skills" else [])
+    cm = ContextManager([], cwd=tmp_path, env=False, project=False, user=False)
+    assert "skill-list" in [s.name for s in cm.skills()]
+    assert any("frobnicate" in str(e) for e in cm.errors)
