@@ -1,0 +1,36 @@
+"""Test utilities for agent-apps and for projects built on it.
+
+Attributes are loaded lazily, so ``import agent_apps.testing`` stays cheap and imports
+neither boto3 nor strands. ``FakeBedrock`` is a local fake Amazon Bedrock Runtime server
+(see :mod:`agent_apps.testing.bedrock`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env
+
+_LAZY = {
+    "FakeBedrock": "agent_apps.testing.bedrock",
+    "RecordedRequest": "agent_apps.testing.bedrock",
+    "Turn": "agent_apps.testing.bedrock",
+    "dummy_aws_env": "agent_apps.testing.bedrock",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
