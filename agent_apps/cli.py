@@ -82,7 +82,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     cm = _manager(args)
     skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
     call_args = _call_args(args, skill.params)
-    result = cm.invoke_sync(skill, call_args)
+    from .progress import JsonLines, ProgressPrinter
+
+    topic = f"cli.{cm.id}"
+    cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
+    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}})
     _print_result(result, as_json=args.json, out=sys.stdout)
     return EXIT_OK
 

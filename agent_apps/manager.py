@@ -161,7 +161,9 @@ class ContextManager:
         ``inline://SOURCE``, a callback ref, a :class:`Skill`, or a dict with
         frontmatter keys and a ``main`` callable. Options: ``middleware=[...]``
         (call-time middleware), ``config={...}`` (the call layer of the cascade),
-        ``signal=Signal()`` (cancel it to cancel the invocation), ``internals={...}``.
+        ``signal=Signal()`` (cancel it to cancel the invocation), ``internals={...}``
+        (per-invocation flags), ``nonlocals={...}`` (seen by every descendant, e.g.
+        ``{"agent": {"events": "my-topic"}}`` to hear every agent below).
 
         Cancelling ``signal`` raises :class:`Cancelled`; cancelling the awaiting task
         (or Ctrl-C) cancels the signal too, so threads and sandboxes stop.

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
-OPTIONS = frozenset({"middleware", "config", "target", "internals", "signal", "system"})
+OPTIONS = frozenset({"middleware", "config", "target", "internals", "nonlocals", "signal", "system"})
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
 #: of *names* it may call) does not apply to them.
@@ -84,6 +84,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
     )
     if options.get("config"):
         ctx.internals["config"] = options["config"]
+    if options.get("nonlocals"):
+        ctx.nonlocals.update(options["nonlocals"])
     try:
         # 5 and 6. The middleware onion around the skill.
         onion = cm._onion(skill, options.get("middleware"))

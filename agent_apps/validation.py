@@ -196,3 +196,25 @@ def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]
                 continue
         out[key] = value
     return out
+
+
+def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
+    """``(path, problem)`` if ``value`` fails the JSON Schema ``schema``, else None.
+
+    For schemas that arrive at run time (the agent's ``returns`` arg); validators are
+    cached by the schema's JSON text.
+    """
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    key = json.dumps(schema, sort_keys=True)
+    validator = _RUNTIME.get(key)
+    if validator is None:
+        Draft202012Validator.check_schema(schema)
+        validator = _RUNTIME[key] = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    error = _first_error(validator.iter_errors(value))
+    return None if error is None else (format_path(error.absolute_path, root="value"), error.message)
+
+
+_RUNTIME: dict[str, Any] = {}

@@ -1,0 +1,10 @@
+"""The agent as a tool: the policy behind the ``agent`` skill and what providers need.
+
+Provider authors need two things from here: :data:`INVOKE_TOOL` (the one tool to give
+the model) and the hook protocol documented in :mod:`agent_apps.agent.run`.
+"""
+
+from .prompt import INVOKE_TOOL
+from .run import HOOK_PARAMS, AgentRun
+
+__all__ = ["HOOK_PARAMS", "INVOKE_TOOL", "AgentRun"]
