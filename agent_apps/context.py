@@ -81,6 +81,10 @@ class Signal:
             self.reason = reason
             callbacks, self._callbacks = self._callbacks, []
             children, self._children = list(self._children), set()
+        # Children first: the innermost work hears of the cancellation before the
+        # outer task is cancelled and unwinds (and detaches) the inner signals.
+        for child in children:
+            child.cancel(reason)
         for callback in callbacks:
             try:
                 callback(reason)
@@ -88,8 +92,6 @@ class Signal:
                 import logging
 
                 logging.getLogger("agent_apps").warning("signal callback failed", exc_info=True)
-        for child in children:
-            child.cancel(reason)
 
     def add_callback(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Call ``callback(reason)`` on cancellation (now, if already cancelled)."""

@@ -84,7 +84,11 @@ class ContextManager:
         if self._catalog is None:
             pm, dists, self._plugin_errors = load_plugins(self._plugins, entry_points=self._entry_points)
             self._pm = pm
-            self._catalog = Catalog.build(self.roots(pm, dists))
+            roots = self.roots(pm, dists)
+            bundled = [r for r in roots if r.origin == "bundled"]
+            contributed = pm.hook.agent_apps_skills(manager=self)
+            sources: list[Root | Iterable[Skill]] = [r for r in roots if r.origin != "bundled"]
+            self._catalog = Catalog.build([*sources, *contributed, *bundled])
             pm.hook.agent_apps_configure(manager=self)
         return self._catalog
 
@@ -151,6 +155,21 @@ class ContextManager:
     ) -> Visible:
         """Which skills a caller with ``allowed`` may see (the agent's tool list)."""
         return visible_tools(self.skills(), allowed, caller=caller, exclude=exclude)
+
+    def visible_to(self, caller: Context | None) -> Visible:
+        """What the skill running in ``caller`` may see (``skill-list`` uses it).
+
+        For agent code the agent's own view applies: the served skill is the caller
+        (so it does not see itself) and the agent and its provider are excluded.
+        """
+        if caller is None:
+            return self.visible_tools("*")
+        scope = caller.nonlocals.get("agent") if caller.internals.get("untrusted") else None
+        if scope:
+            return self.visible_tools(
+                caller.skill.allowed_tools, caller=scope.get("skill_name"), exclude=scope.get("exclude", ())
+            )
+        return self.visible_tools(caller.skill.allowed_tools, caller=caller.skill.name)
 
     # -- invoking ----------------------------------------------------------------------
 

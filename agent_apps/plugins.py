@@ -29,8 +29,13 @@ import pluggy
 
 if TYPE_CHECKING:
     from .manager import ContextManager
+    from .skill import Skill
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginError", "hookimpl", "hookspec", "load_plugins"]
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginError", "hookimpl", "hookspec", "load_plugins"]
+
+#: Plugins of agent-apps itself, registered in every ContextManager (by module name,
+#: so that nothing heavy is imported until a hook runs).
+BUILTIN_PLUGINS: tuple[str, ...] = ()
 
 ENTRY_POINT_GROUP = "agent_apps.skills"
 hookspec = pluggy.HookspecMarker("agent_apps")
@@ -52,6 +57,14 @@ class HookSpecs:
     def agent_apps_middleware(self) -> Sequence[str | Callable[..., Any]]:  # type: ignore[empty-body]
         """Global middleware, outermost first: refs like ``"audit(level=info)"`` or
         plain ``async def mw(ctx, call_next)`` callables."""
+
+    @hookspec
+    def agent_apps_skills(self, manager: ContextManager) -> Iterable[Skill]:  # type: ignore[empty-body]
+        """Skills that do not live in files (tools.yaml entries, MCP servers' tools).
+
+        They rank with package directories: after the user's skills, before the
+        bundled ones. Build them cheaply: ``agent-apps list`` calls this hook.
+        """
 
     @hookspec
     def agent_apps_configure(self, manager: ContextManager) -> None:
@@ -80,6 +93,11 @@ def load_plugins(
     pm.add_hookspecs(HookSpecs)
     dists: dict[str, str] = {}
     errors: list[PluginError] = []
+    import importlib
+
+    for module in BUILTIN_PLUGINS:
+        pm.register(importlib.import_module(module), name=module)
+        dists[module] = "agent-apps"
     for plugin in plugins:
         name = pm.register(plugin)
         if name is not None:

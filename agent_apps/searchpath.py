@@ -54,10 +54,16 @@ class Catalog:
     errors: list[SkillLoadError] = field(default_factory=list)
 
     @classmethod
-    def build(cls, roots: Iterable[Root]) -> Catalog:
-        catalog = cls(roots=list(roots))
-        for root in catalog.roots:
-            for item in scan(root):
+    def build(cls, sources: Iterable[Root | Iterable[Skill]]) -> Catalog:
+        """Scan ``sources`` in order: search-path roots, or skills contributed as such."""
+        catalog = cls(roots=[])
+        for source in sources:
+            if isinstance(source, Root):
+                catalog.roots.append(source)
+                items: Iterable[Skill | SkillLoadError] = scan(source)
+            else:
+                items = source
+            for item in items:
                 if isinstance(item, SkillLoadError):
                     catalog.errors.append(item)
                 else:

@@ -17,8 +17,7 @@ async def main(ctx, args):
     from agent_apps.errors import SkillNotFound
 
     cm = ctx.manager.context_manager
-    caller = ctx.parent.skill if ctx.parent is not None else None
-    visible = cm.visible_tools(caller.allowed_tools if caller else "*", caller=caller.name if caller else None)
+    visible = cm.visible_to(ctx.parent)
     names = {s.name for s in visible.tools + visible.middleware}
     if args["name"] not in names:
         raise SkillNotFound(args["name"], suggestions=[n for n in sorted(names) if args["name"] in n][:3])

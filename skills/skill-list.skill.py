@@ -29,10 +29,7 @@ frontmatter = {
 
 
 async def main(ctx, args):
-    caller = ctx.parent.skill if ctx.parent is not None else None
-    visible = ctx.manager.context_manager.visible_tools(
-        caller.allowed_tools if caller else "*", caller=caller.name if caller else None
-    )
+    visible = ctx.manager.context_manager.visible_to(ctx.parent)
     match = args.get("match")
     out = []
     for skill in visible.tools + visible.middleware:

@@ -92,10 +92,14 @@ class AgentRun:
 
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
+        self.provider: str = self.config.get("agent") or "agent-strands"
         self.scope = {
             "events": self.topic,
             "context_id": self.served.id,
             "ancestor_context_id": parent_scope.get("context_id"),
+            # what skill-list and skill-describe hide from this agent's code
+            "skill_name": self.served.skill.name,
+            "exclude": [*_EXCLUDED, ctx.skill.name, self.provider],
         }
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -112,11 +116,8 @@ class AgentRun:
     # -- the run -------------------------------------------------------------------
 
     async def run(self) -> Any:
-        ctx, served = self.ctx, self.served
-        provider = self.config.get("agent") or "agent-strands"
-        visible = self.cm.visible_tools(
-            self.allowed_tools, caller=served.skill.name, exclude=(*_EXCLUDED, ctx.skill.name, provider)
-        )
+        ctx, served, provider = self.ctx, self.served, self.provider
+        visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.scope["exclude"])
         skill_dir = None
         if served.skill.path and served.skill.path.endswith("SKILL.md"):
             skill_dir = served.skill.path.rsplit("/", 1)[0]
@@ -297,6 +298,7 @@ class AgentRun:
             )
 
     def scope_ids(self) -> dict[str, Any]:
+        """The ids that place this run in the tree of nested agents."""
         return {"context_id": self.scope["context_id"], "ancestor_context_id": self.scope["ancestor_context_id"]}
 
 

@@ -1,0 +1,298 @@
+"""The agent policy: discovery, returns, limits, persistence, retries, trace, events,
+memory, the untrusted sandbox, agent-execute and the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agent_apps import ArgsInvalid, Cancelled, LimitExceeded, ResultInvalid, Signal, SkillFailed
+
+pytestmark = pytest.mark.anyio
+
+PROMPT_PROVIDER = """
+frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden", "tags": ["meta-internal"]}}
+async def main(ctx, args):
+    return {"prompt": args["prompt"], "args": sorted(args), "config": args["config"].get("model_id")}
+"""
+
+
+def scripted(turns, **extra):
+    return {"agent": "agent-scripted", "script": turns, **extra}
+
+
+async def agent(cm, turns, *, config=None, **args):
+    call = {"prompt": "Test.", "user_message": "Go.", "config": {**scripted(turns), **(config or {})}, **args}
+    return await cm.invoke("agent", call)
+
+
+async def test_provider_receives_only_serializable_args(context_manager, write_skill, tools):
+    write_skill("echo-provider", PROMPT_PROVIDER)
+    result = await context_manager.invoke(
+        "agent", {"prompt": "Be brief.", "config": {"agent": "echo-provider", "model_id": "m-1"}}
+    )
+    assert result["args"] == ["config", "hook_ref", "invoke_ref", "prompt", "skill_name", "user_message"]
+    assert result["config"] == "m-1"
+    assert result["prompt"].startswith("Be brief.")
+
+
+async def test_constrained_mode_inlines_matching_tools_with_params(context_manager, write_skill, tools):
+    write_skill("echo-provider", PROMPT_PROVIDER)
+    prompt = (await context_manager.invoke(
+        "agent", {"prompt": "P", "allowed_tools": "word-count secret", "config": {"agent": "echo-provider"}}
+    ))["prompt"]
+    assert "### word-count" in prompt and '"required": ["text"]' in prompt
+    assert "### secret" in prompt  # hidden, but named
+    assert "### slow-tool" not in prompt and "skill-list" not in prompt
+
+
+async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_manager, write_skill, tools):
+    write_skill("echo-provider", PROMPT_PROVIDER)
+    write_skill("audit", 'frontmatter = {"description": "Audit calls.", "params": {"type": "object", "properties": {"level": {"type": "string"}}}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n')
+    prompt = (await context_manager.invoke(
+        "agent", {"prompt": "P", "allowed_tools": "* word-count", "config": {"agent": "echo-provider"}}
+    ))["prompt"]
+    assert "### word-count" in prompt and "### skill-list" in prompt and "### skill-describe" in prompt
+    assert "### slow-tool" not in prompt and "### secret" not in prompt
+    assert "### agent\n" not in prompt and "echo-provider" not in prompt
+    assert "## Middleware you can activate" in prompt and "### audit" in prompt
+
+
+async def test_self_recursion_excluded_unless_named(context_manager, write_skill, tools):
+    write_skill("echo-provider", PROMPT_PROVIDER)
+    write_skill("greeter.skill.md", "---\ndescription: Greets.\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n")
+    write_skill("greeter2.skill.md", "---\ndescription: Greets too.\nallowed-tools: greeter2 word-count\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n")
+    # discovery mode: the explorers are inlined; greeter itself must not be reachable by listing either
+    prompt = (await context_manager.invoke("greeter"))["prompt"]
+    assert "### greeter" not in prompt
+    prompt2 = (await context_manager.invoke("greeter2"))["prompt"]
+    assert "### greeter2" in prompt2
+
+
+async def test_skill_list_from_agent_code_hides_self_agent_and_hidden(context_manager, write_skill, tools):
+    write_skill("lister.skill.md", "---\ndescription: Lists.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n      - code: |\n          names = [s['name'] for s in await ctx.manager.invoke('skill-list')]\n          ctx.manager.finish(names)\n---\nList.\n")
+    names = await context_manager.invoke("lister")
+    assert "word-count" in names and "skill-list" in names
+    assert not {"lister", "agent", "agent-scripted", "secret", "agent-execute"} & set(names)
+
+
+async def test_prompt_skill_end_to_end_with_returns_and_task(context_manager, write_skill, tools):
+    write_skill(
+        "counter.skill.md",
+        """
+        ---
+        description: Count words.
+        allowed-tools: word-count
+        metadata:
+          returns: {type: object, properties: {count: {type: integer}}, required: [count]}
+          model:
+            agent: agent-scripted
+            script:
+              - code: |
+                  ctx.manager.finish({"count": await ctx.manager.invoke("word-count", {"text": "one two"})})
+        ---
+        Count the words of the task.
+        """,
+    )
+    assert await context_manager.invoke("counter", {"task": "one two"}) == {"count": 2}
+
+
+async def test_invalid_finish_is_reported_to_the_model(context_manager, tools):
+    events = []
+    context_manager.events.subscribe("t", lambda topic, e: events.append(e))
+    returns = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+    turns = [{"code": "ctx.manager.finish({'count': 'three'})"}, {"code": "ctx.manager.finish({'count': 3})"}]
+    assert await agent(context_manager, turns, returns=returns, events="t") == {"count": 3}
+    (error,) = [e for e in events if e["type"] == "tool-error"]
+    assert "finish() rejected" in error["result"] and "value.count" in error["result"]
+
+
+async def test_returns_not_met_fails_clearly_when_script_ends(context_manager, tools):
+    returns = {"type": "integer"}
+    with pytest.raises(SkillFailed, match="script has no turn 2"):
+        await agent(context_manager, [{"text": "no"}], returns=returns)
+
+
+async def test_step_limit(context_manager, tools):
+    events = []
+    context_manager.events.subscribe("t", lambda topic, e: events.append(e))
+    turns = [{"code": ["print(1)", "print(2)", "print(3)"]}, {"text": "never"}]
+    with pytest.raises(LimitExceeded, match=r"step limit \(2 invoke calls\)"):
+        await agent(context_manager, turns, config={"max_steps": 2}, events="t")
+    errors = [e["result"] for e in events if e["type"] == "tool-error"]
+    assert errors and "Step limit reached" in errors[0]
+
+
+async def test_persistent_rejects_returns_and_keeps_going(context_manager, tools):
+    with pytest.raises(ArgsInvalid, match="persistent mode never ends"):
+        await agent(context_manager, [], config={"persistent": True}, returns={"type": "integer"})
+    signal = Signal()
+    events = []
+    context_manager.events.subscribe("p", lambda topic, e: events.append(e))
+    turns = [{"text": "idle"}] * 3 + [{"text": "waiting", "delay": 60}]
+    task = asyncio.ensure_future(context_manager.invoke(
+        "agent", {"prompt": "P", "config": scripted(turns, persistent=True), "events": "p"}, signal=signal))
+    for _ in range(200):
+        if len([e for e in events if e["type"] == "turn-start"]) == 4:
+            break
+        await asyncio.sleep(0.02)
+    signal.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 10)
+    assert len([e for e in events if e["type"] == "turn-end"]) == 3  # text-only turns did not end it
+
+
+async def test_transient_errors_are_retried_with_backoff(context_manager, tools):
+    events = []
+    context_manager.events.subscribe("t", lambda topic, e: events.append(e))
+    turns = [
+        {"error": {"type": "ThrottlingException", "message": "slow down", "retryable": True}},
+        {"error": {"type": "ThrottlingException", "message": "slow down", "retryable": True}},
+        {"text": "ok now"},
+    ]
+    assert await agent(context_manager, turns, config={"retry_delay": 0.01}, events="t") == "ok now"
+    retries = [e for e in events if e.get("retrying")]
+    assert [r["delay"] for r in retries] == [0.01, 0.02]
+    with pytest.raises(SkillFailed, match="AccessDenied"):
+        await agent(context_manager, [{"error": {"type": "AccessDenied", "message": "no"}}])
+
+
+async def test_trace_events_usage_and_scope(context_manager, write_skill, tools):
+    write_skill(
+        "runner",
+        """
+        frontmatter = {"allowed-tools": "agent"}
+        async def main(ctx, args):
+            result = await ctx.manager.invoke("agent", {
+                "prompt": "P", "events": "run", "name": "outer",
+                "config": {"agent": "agent-scripted", "script": [
+                    {"text": "hi", "reasoning": "hmm", "code": "print('x')", "usage": {"input_tokens": 7, "output_tokens": 2}},
+                    {"text": "bye"}]},
+            })
+            return {"result": result, "trace": ctx.locals["agent"]["trace"], "usage": ctx.locals["agent"]["usage"],
+                    "scope": dict(ctx.nonlocals["agent"]), "ctx_id": ctx.id}
+        """,
+    )
+    events = []
+    context_manager.events.subscribe("run", lambda topic, e: events.append(e))
+    out = await context_manager.invoke("runner")
+    assert out["result"] == "bye"
+    kinds = [t["type"] for t in out["trace"]]
+    assert kinds[:7] == ["turn-start", "reasoning", "message", "tool-call", "tool-result", "turn-end", "turn-start"]
+    assert all(isinstance(t["timestamp"], float) for t in out["trace"])
+    assert out["usage"]["input_tokens"] >= 7 and out["usage"]["output_tokens"] >= 2
+    scope = out["scope"]
+    assert (scope["events"], scope["context_id"], scope["ancestor_context_id"]) == ("run", out["ctx_id"], None)
+    assert scope["skill_name"] == "runner" and "agent-scripted" in scope["exclude"]
+    assert [e["type"] for e in events][0] == "agent-start" and events[-1]["type"] == "agent-complete"
+    assert {e["type"] for e in events} <= {
+        "agent-start", "turn-start", "turn-end", "tool-call", "tool-result", "tool-error",
+        "agent-message", "agent-error", "agent-complete"}
+    assert all(e["agent"] == "outer" and "timestamp" in e for e in events)
+
+
+async def test_nested_agents_form_a_tree(context_manager, write_skill, tools):
+    inner_turns = json.dumps([{"text": "inner done"}])
+    turns = [{"code": f"r = await ctx.manager.invoke('agent', {{'prompt': 'inner', 'name': 'inner', 'config': {{'agent': 'agent-scripted', 'script': {inner_turns}}}}})\nctx.manager.finish(r)"}]
+    events = []
+    context_manager.events.subscribe("tree", lambda topic, e: events.append(e))
+    result = await agent(context_manager, turns, allowed_tools="agent", events="tree", name="outer")
+    assert result == "inner done"
+    starts = {e["agent"]: e for e in events if e["type"] == "agent-start"}
+    assert starts["inner"]["ancestor_context_id"] == starts["outer"]["context_id"]
+
+
+async def test_memory_seeded_and_persistent_across_turns(context_manager, tools):
+    turns = [{"code": "memory['n'] = memory['start'] + 1"}, {"code": "ctx.manager.finish(memory['n'] * 10)"}]
+    assert await agent(context_manager, turns, memory={"start": 4}) == 50
+
+
+async def test_agent_code_is_untrusted(context_manager, write_skill, tools, tmp_path):
+    attempts = {
+        "file": "await ctx.manager.invoke('file:///etc/passwd')",
+        "inline": "await ctx.manager.invoke('inline://frontmatter={}')",
+        "hidden": "await ctx.manager.invoke('secret')",
+        "outside": "await ctx.manager.invoke('slow-tool', {'seconds': 0})",
+        "provider": "await ctx.manager.invoke('agent-scripted', {'prompt': 'x', 'invoke_ref': 'a', 'hook_ref': 'b'})",
+    }
+    events = []
+    context_manager.events.subscribe("u", lambda topic, e: events.append(e))
+    turns = [{"code": list(attempts.values())}, {"text": "done"}]
+    await agent(context_manager, turns, allowed_tools="word-count", events="u")
+    errors = [e["result"] for e in events if e["type"] == "tool-error"]
+    assert len(errors) == len(attempts)
+    assert all("ToolNotAllowed" in e for e in errors), errors
+
+
+async def test_untrusted_flag_does_not_leak_to_called_skills(context_manager, write_skill, tools):
+    write_skill(
+        "uses-inline",
+        """
+        frontmatter = {}
+        async def main(ctx, args):
+            return [ctx.internals.get("untrusted", False),
+                    await ctx.manager.invoke("inline://frontmatter = {}\\nasync def main(ctx, args):\\n    return 'inline ok'\\n")]
+        """,
+    )
+    turns = [{"code": "ctx.manager.finish(await ctx.manager.invoke('uses-inline'))"}]
+    assert await agent(context_manager, turns) == [False, "inline ok"]
+
+
+async def test_every_guest_call_goes_through_middleware(context_manager, write_skill, tools, skills_path):
+    write_skill("count-calls", 'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.emit("mw", {"skill": ctx.target.skill.name})\n    return await ctx.manager.next()\n')
+    (skills_path / "agent-apps.yaml").write_text("middleware: [count-calls]\n")
+    context_manager.reload()
+    seen = []
+    context_manager.events.subscribe("mw", lambda topic, e: seen.append(e["skill"]))
+    await agent(context_manager, [{"code": "await ctx.manager.invoke('word-count', {'text': 'a'})"}, {"text": "ok"}])
+    assert "word-count" in seen
+
+
+async def test_provider_that_ignores_returns_is_caught(context_manager, write_skill, tools):
+    write_skill("lazy-provider", 'frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return "I ignore hooks"\n')
+    with pytest.raises(ResultInvalid, match="without a valid ctx.manager.finish"):
+        await context_manager.invoke("agent", {"prompt": "P", "returns": {"type": "integer"}, "config": {"agent": "lazy-provider"}})
+
+
+def test_cli_shows_progress_and_events(tmp_path, skills_path, write_skill):
+    write_skill("word-count", "frontmatter = {'params': {'type': 'object', 'properties': {'text': {'type': 'string'}}}}\nasync def main(ctx, args):\n    return len(args['text'].split())\n")
+    write_skill(
+        "demo.skill.md",
+        "---\ndescription: Demo.\nallowed-tools: word-count\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
+        "      - text: Counting now.\n        code: |\n          print(await ctx.manager.invoke('word-count', {'text': 'a b'}))\n"
+        "      - text: Two words.\n---\nCount.\n",
+    )
+    base = [sys.executable, "-m", "agent_apps", "invoke", "demo", "--path", str(skills_path)]
+    run = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "Two words.\n"
+    assert "▶ demo" in run.stderr and "— turn 1" in run.stderr and "⚙ invoke" in run.stderr and "→ 2" in run.stderr
+    assert "✓ demo (2 turns, 1 steps" in run.stderr
+    run = subprocess.run([*base, "--events"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    kinds = [json.loads(line)["type"] for line in run.stderr.splitlines()]
+    assert kinds[0] == "agent-start" and kinds[-1] == "agent-complete" and "tool-result" in kinds
+
+
+def test_cli_ctrl_c_stops_a_running_agent(tmp_path, skills_path, write_skill):
+    import signal as signals
+
+    write_skill(
+        "spin.skill.md",
+        "---\ndescription: Spins.\nmetadata:\n  model:\n    agent: agent-scripted\n    sandbox: {timeout: 300}\n    script:\n"
+        "      - code: |\n          while True:\n              pass\n---\nSpin.\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_apps", "invoke", "spin", "--path", str(skills_path)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = ""
+    while "⚙ invoke" not in line:
+        line = proc.stderr.readline()
+        assert line, "the agent never started"
+    proc.send_signal(signals.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
