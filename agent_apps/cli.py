@@ -178,6 +178,14 @@ def cmd_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sandbox_build(args: argparse.Namespace) -> int:
+    from .sandbox import build
+
+    path = build(force=args.force)
+    print(path)
+    return EXIT_OK
+
+
 # -- helpers -------------------------------------------------------------------------
 
 
@@ -282,6 +290,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=cmd_config)
+
+    p = sub.add_parser("sandbox", help="manage the WebAssembly sandbox")
+    sandbox = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
+    p = sandbox.add_parser("build", parents=[common], help="build and compile the sandbox component now (else: on first use)")
+    p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
+    p.set_defaults(run=cmd_sandbox_build)
     return parser
 
 

@@ -33,7 +33,7 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
     validator, has_defaults = _compiled(skill, "params")
     if has_defaults:
         args = copy.deepcopy(args)
-    error = _first_error(validator.iter_errors(args))
+    error = _first_error(validator, args)
     if error is not None:
         raise ArgsInvalid(skill.name, format_path(error.absolute_path), error.message)
     return args
@@ -47,7 +47,7 @@ def validate_result(skill: Skill, result: object) -> None:
     if skill.returns is None:
         return
     validator, _ = _compiled(skill, "returns")
-    error = _first_error(validator.iter_errors(result))
+    error = _first_error(validator, result)
     if error is not None:
         raise ResultInvalid(skill.name, format_path(error.absolute_path, root="result"), error.message)
 
@@ -158,10 +158,14 @@ def _has_defaults(schema: Any) -> bool:
     return False
 
 
-def _first_error(errors: Iterable[Any]) -> Any:
+def _first_error(validator: Any, instance: object) -> Any:
+    """The most relevant error, or None. The valid case (the common one) stops at the
+    first check; ranking errors with ``best_match`` only happens when there are some."""
+    if next(validator.iter_errors(instance), None) is None:
+        return None
     from jsonschema.exceptions import best_match
 
-    return best_match(errors)
+    return best_match(validator.iter_errors(instance))
 
 
 def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
@@ -213,7 +217,7 @@ def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
     if validator is None:
         Draft202012Validator.check_schema(schema)
         validator = _RUNTIME[key] = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    error = _first_error(validator.iter_errors(value))
+    error = _first_error(validator, value)
     return None if error is None else (format_path(error.absolute_path, root="value"), error.message)
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid
+from ..skill import Skill
 from ..validation import schema_problem
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 
@@ -112,6 +113,16 @@ class AgentRun:
         self._turn_calls = 0
         self._sandbox: Any = None
         self._code_ctx: Context | None = None
+        # The model's code runs as this anonymous skill: built once per run, so its
+        # schema is compiled once; its allowed-tools are the agent's.
+        self._code_skill = Skill(
+            name="agent-code",
+            description=f"code written by agent {self.name}",
+            params={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+            allowed_tools=self.allowed_tools,
+            kind="anonymous",
+            _main=self._run_code,
+        )
 
     # -- the run -------------------------------------------------------------------
 
@@ -177,15 +188,7 @@ class AgentRun:
                 "Stop and give your final answer.",
                 "error": True,
             }
-        code_skill = {
-            "name": "agent-code",
-            "description": f"code written by agent {self.name}",
-            "params": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-            "main": self._run_code,
-        }
-        if self.allowed_tools is not None:
-            code_skill["allowed-tools"] = self.allowed_tools
-        data = await cctx.manager.invoke(code_skill, {"code": args["code"]}, internals={"untrusted": True})
+        data = await cctx.manager.invoke(self._code_skill, {"code": args["code"]}, internals={"untrusted": True})
         from ..sandbox import RunResult
 
         result = RunResult(**data)

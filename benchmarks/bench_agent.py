@@ -1,0 +1,56 @@
+"""Agent overhead per turn with the scripted provider: everything except the model.
+
+    python benchmarks/bench_agent.py
+
+A turn here is what a real model turn costs us besides the model: the provider loop,
+the hook callbacks (trace, events, directives), the invoke callback, the pipeline
+(anonymous untrusted skill, allowed-tools, validation) and the sandbox run, with one
+guest -> host skill call per turn in the second row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agent_apps import ContextManager
+
+NOOP = 'frontmatter = {"params": {"type": "object"}}\nasync def main(ctx, args):\n    return 1\n'
+
+
+async def per_turn_ms(cm: ContextManager, turns: list[dict], runs: int = 15) -> float:
+    config = {"agent": "agent-scripted", "script": turns}
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await cm.invoke("agent", {"prompt": "bench", "config": config, "events": "bench"})
+        samples.append((time.perf_counter() - start) * 1000 / len(turns))
+    return statistics.median(samples)
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "noop.skill.py").write_text(NOOP)
+        cm = ContextManager([root], cwd=root, env=False, project=False, user=False, entry_points=False)
+        cm.events.subscribe("bench", lambda topic, event: None)
+        n = 20
+        await per_turn_ms(cm, [{"text": "warm"}], runs=3)  # build/load the sandbox, fill the pool
+        text_only = await per_turn_ms(cm, [{"text": f"turn {i}"} for i in range(n)], runs=5)
+        code = [{"code": "x = 1 + 1"} for _ in range(n - 1)] + [{"text": "done"}]
+        with_code = await per_turn_ms(cm, code)
+        call = [{"code": 'await ctx.manager.invoke("noop")'} for _ in range(n - 1)] + [{"text": "done"}]
+        with_call = await per_turn_ms(cm, call)
+        single = await per_turn_ms(cm, [{"text": "hi"}])
+    print(f"{'measure':<46} {'per turn':>10}")
+    print(f"{'agent run of 1 text turn (whole run)':<46} {single:>8.2f} ms")
+    print(f"{'text-only turn (hooks, trace, events)':<46} {text_only:>8.3f} ms")
+    print(f"{'turn with one invoke (code in the sandbox)':<46} {with_code:>8.3f} ms")
+    print(f"{'turn with one invoke calling a skill':<46} {with_call:>8.3f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
