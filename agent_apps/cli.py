@@ -26,8 +26,8 @@ class UsageError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, commands = _parser()
+    args = _parse(parser, commands, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -46,6 +46,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"agent-apps: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _parse(
+    parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser], argv: list[str]
+) -> argparse.Namespace:
+    """Options may come anywhere (``invoke NAME --path DIR key=value``): argparse
+    only allows that per subcommand, with ``parse_intermixed_args``."""
+    sub = commands.get(argv[0]) if argv else None
+    if sub is None:
+        return parser.parse_args(argv)
+    args = sub.parse_intermixed_args(argv[1:])
+    args.command = argv[0]
+    return args
 
 
 def _report(exc: AgentAppsError, args: argparse.Namespace) -> int:
@@ -260,7 +273,8 @@ def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
         print("  ".join(cells).rstrip(), file=out)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser, and the subcommands whose options may be intermixed with positionals."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)")
     common.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -296,7 +310,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sandbox.add_parser("build", parents=[common], help="build and compile the sandbox component now (else: on first use)")
     p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
     p.set_defaults(run=cmd_sandbox_build)
-    return parser
+    return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config")}
 
 
 if __name__ == "__main__":  # pragma: no cover
