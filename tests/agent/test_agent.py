@@ -296,3 +296,44 @@ def test_cli_ctrl_c_stops_a_running_agent(tmp_path, skills_path, write_skill):
     proc.send_signal(signals.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
+
+
+async def test_context_edit_events_land_in_the_trace(context_manager, write_skill, tools):
+    write_skill(
+        "long-runner",
+        """
+        frontmatter = {"allowed-tools": "agent"}
+        async def main(ctx, args):
+            turns = [{"code": f"print('x' * 300)  # {i}"} for i in range(5)] + [{"text": "done"}]
+            await ctx.manager.invoke("agent", {"prompt": "P", "config": {
+                "agent": "agent-scripted", "script": turns, "context_edit": args.get("edit", False), "context_keep": 2}})
+            return [t for t in ctx.locals["agent"]["trace"] if t["type"] == "context-edit"]
+        """.replace("frontmatter = {", 'frontmatter = {"params": {"type": "object", "properties": {"edit": {"type": "boolean"}}}, '),
+    )
+    edits = await context_manager.invoke("long-runner", {"edit": True})
+    assert edits and all(e["removed"] > 0 and e["kept"] == 2 for e in edits)
+    assert await context_manager.invoke("long-runner", {"edit": False}) == []
+
+
+async def test_cancelled_agent_leaves_no_thread_behind(context_manager, tools):
+    import threading
+
+    def threads():
+        return sorted(t.name for t in threading.enumerate())
+
+    await agent(context_manager, [{"text": "warm the pool"}])
+    await asyncio.sleep(0.3)  # let the pool refill
+    before = threads()
+    signal = Signal()
+    turns = [{"code": "while True:\n    pass"}]
+    task = asyncio.ensure_future(context_manager.invoke(
+        "agent", {"prompt": "P", "config": {**scripted(turns), "sandbox": {"timeout": 120}}}, signal=signal))
+    await asyncio.sleep(0.5)
+    signal.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 20)
+    for _ in range(100):  # the spinning sandbox's thread ends; the pool refills to its size
+        if threads() == before:
+            break
+        await asyncio.sleep(0.05)
+    assert threads() == before
