@@ -103,9 +103,7 @@ def check_call(caller: Skill, callee: Skill, args: dict[str, Any] | None) -> Non
     if problems:
         raise ToolNotAllowed(caller.name, callee.name, "; ".join(problems), spec=allowed)
     hidden = " (it is hidden: only a spec naming it exactly matches)" if callee.hidden else ""
-    raise ToolNotAllowed(
-        caller.name, callee.name, f"not in allowed-tools {allowed!r}{hidden}", spec=allowed
-    )
+    raise ToolNotAllowed(caller.name, callee.name, f"not in allowed-tools {allowed!r}{hidden}", spec=allowed)
 
 
 @dataclass(frozen=True)

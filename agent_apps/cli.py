@@ -44,7 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: still one clear line unless --debug
         if args.debug:
             raise
-        print(f"agent-apps: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        print(
+            f"agent-apps: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr
+        )
         return EXIT_FAILED
 
 
@@ -120,7 +122,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         json.dump({"skills": entries, "errors": [str(e) for e in cm.errors]}, sys.stdout, indent=2)
         print()
     else:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for entry in sorted(catalog.entries, key=lambda e: e.skill.name):
             skill = entry.skill
             if not args.all and (entry.shadowed_by is not None or skill.hidden):
@@ -186,7 +188,9 @@ def cmd_config(args: argparse.Namespace) -> int:
         json.dump({"values": resolved.values, "sources": resolved.sources}, sys.stdout, indent=2)
         print()
         return EXIT_OK
-    rows = [(key, json.dumps(_dotted(resolved.values, key)), source) for key, source in sorted(resolved.sources.items())]
+    rows: list[tuple[str, ...]] = [
+        (key, json.dumps(_dotted(resolved.values, key)), source) for key, source in sorted(resolved.sources.items())
+    ]
     _table(rows, sys.stdout)
     return EXIT_OK
 
@@ -267,7 +271,7 @@ def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     bold = out.isatty() and not os.environ.get("NO_COLOR")
     for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]
         if bold:
             cells[0] = f"\033[1m{cells[0]}\033[0m"
         print("  ".join(cells).rstrip(), file=out)
@@ -276,7 +280,9 @@ def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser, and the subcommands whose options may be intermixed with positionals."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)")
+    common.add_argument(
+        "--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)"
+    )
     common.add_argument("--debug", action="store_true", help="show tracebacks")
 
     parser = argparse.ArgumentParser(prog="agent-apps", description="Run and inspect skills.")
@@ -300,14 +306,18 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=cmd_describe)
 
-    p = sub.add_parser("config", parents=[common], help="show the resolved config cascade and where each value came from")
+    p = sub.add_parser(
+        "config", parents=[common], help="show the resolved config cascade and where each value came from"
+    )
     p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=cmd_config)
 
     p = sub.add_parser("sandbox", help="manage the WebAssembly sandbox")
     sandbox = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
-    p = sandbox.add_parser("build", parents=[common], help="build and compile the sandbox component now (else: on first use)")
+    p = sandbox.add_parser(
+        "build", parents=[common], help="build and compile the sandbox component now (else: on first use)"
+    )
     p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
     p.set_defaults(run=cmd_sandbox_build)
     return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config")}

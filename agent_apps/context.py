@@ -113,8 +113,12 @@ class Signal:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str] = loop.create_future()
 
+        def settle(reason: str) -> None:
+            if not future.done():
+                future.set_result(reason)
+
         def wake(reason: str) -> None:
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(reason))
+            loop.call_soon_threadsafe(settle, reason)
 
         remove = self.add_callback(wake)
         try:
@@ -173,7 +177,7 @@ class Context:
         self.skill = skill
         self.args = args
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.id = f"{cm.id}-{next(_ids)}"
         self.locals: dict[str, Any] = {} if locals is None else locals
         self.internals: dict[str, Any] = {} if internals is None else internals

@@ -114,7 +114,10 @@ def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: s
     )
     if main_node is None:
         raise SkillLoadError(
-            "no main function: define 'async def main(ctx, args)' (or a plain def)", path=path, line=line, skill=skill.name
+            "no main function: define 'async def main(ctx, args)' (or a plain def)",
+            path=path,
+            line=line,
+            skill=skill.name,
         )
     if skill.is_middleware and not isinstance(main_node, (ast.AsyncFunctionDef, ast.Assign, ast.ImportFrom)):
         raise SkillLoadError(

@@ -150,9 +150,7 @@ class ContextManager:
             skill = self.get(skill)
         return self.cascade.resolve(skill, call)
 
-    def visible_tools(
-        self, allowed: str | None, *, caller: str | None = None, exclude: Iterable[str] = ()
-    ) -> Visible:
+    def visible_tools(self, allowed: str | None, *, caller: str | None = None, exclude: Iterable[str] = ()) -> Visible:
         """Which skills a caller with ``allowed`` may see (the agent's tool list)."""
         return visible_tools(self.skills(), allowed, caller=caller, exclude=exclude)
 
@@ -340,7 +338,7 @@ class ContextManager:
         return compose(chain)
 
     def _plugin_middleware(self) -> list[MiddlewareRef]:
-        self.catalog  # make sure plugins are loaded
+        _ = self.catalog  # loads the plugins
         refs: list[MiddlewareRef] = []
         for contributed in self._pm.hook.agent_apps_middleware():
             refs += list(contributed or ())

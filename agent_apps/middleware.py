@@ -23,7 +23,6 @@ from .validation import coerce_params, validate_args
 
 if TYPE_CHECKING:
     from .manager import ContextManager
-    from .skill import Skill
 
 __all__ = ["CallNext", "MiddlewareFn", "compose", "skill_middleware"]
 

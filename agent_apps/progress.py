@@ -50,7 +50,9 @@ class ProgressPrinter:
         self._depth[e.get("context_id", "")] = depth
         pad = "  " * depth
         tools = ", ".join(e.get("tools") or []) or "none"
-        self._line(pad, self._style("1", f"▶ {e.get('agent')}") + self._style("2", f" ({e.get('provider')}; tools: {tools})"))
+        self._line(
+            pad, self._style("1", f"▶ {e.get('agent')}") + self._style("2", f" ({e.get('provider')}; tools: {tools})")
+        )
 
     def _turn_start(self, e: dict[str, Any], pad: str) -> None:
         self._line(pad, self._style("2", f"— turn {e.get('turn')}"))
@@ -68,7 +70,9 @@ class ProgressPrinter:
 
     def _tool_call(self, e: dict[str, Any], pad: str) -> None:
         code = str(e.get("code") or "").rstrip().splitlines()
-        shown = code[:_CODE_LINES] + ([f"... ({len(code) - _CODE_LINES} more lines)"] if len(code) > _CODE_LINES else [])
+        shown = code[:_CODE_LINES] + (
+            [f"... ({len(code) - _CODE_LINES} more lines)"] if len(code) > _CODE_LINES else []
+        )
         self._line(pad, self._style("36", "⚙ invoke"))
         for line in shown:
             self._line(pad, self._style("2", "  │ " + line))
@@ -90,7 +94,11 @@ class ProgressPrinter:
     def _agent_complete(self, e: dict[str, Any], pad: str) -> None:
         usage = e.get("usage") or {}
         tokens = f", {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens" if usage else ""
-        self._line(pad, self._style("1;32", f"✓ {e.get('agent')}") + self._style("2", f" ({e.get('turns')} turns, {e.get('steps')} steps{tokens})"))
+        self._line(
+            pad,
+            self._style("1;32", f"✓ {e.get('agent')}")
+            + self._style("2", f" ({e.get('turns')} turns, {e.get('steps')} steps{tokens})"),
+        )
 
     def _line(self, pad: str, text: str) -> None:
         if self._streaming:

@@ -225,7 +225,9 @@ def check_frontmatter(
         raise fail("'params' must describe an object: args are always a JSON object", "params")
     for entry in frontmatter.get("middleware", ()):
         if not isinstance(entry, str):
-            raise fail(f"'middleware' entries must be strings like 'name' or 'name(key=value)', not {entry!r}", "middleware")
+            raise fail(
+                f"'middleware' entries must be strings like 'name' or 'name(key=value)', not {entry!r}", "middleware"
+            )
     metadata = frontmatter.get("metadata") or {}
     returns = metadata.get("returns")
     if returns is not None and not isinstance(returns, (dict, bool)):

@@ -113,7 +113,11 @@ def main() -> None:
     rows = [
         ("bare await of the no-op main", f"{overhead['bare']:.2f} us", ""),
         ("invoke, 2 middleware, from a skill", f"{overhead['nested'] - overhead['bare']:.1f} us overhead", "<= 25 us"),
-        ("invoke, 2 middleware, top level", f"{overhead['root'] - overhead['bare']:.1f} us overhead", "(includes signal setup)"),
+        (
+            "invoke, 2 middleware, top level",
+            f"{overhead['root'] - overhead['bare']:.1f} us overhead",
+            "(includes signal setup)",
+        ),
         ("list 1,000 skills, cold process", f"{list_ms:.0f} ms", "<= 300 ms"),
         ("agent-apps invoke trivial, process", f"{invoke_ms:.0f} ms", "<= 300 ms"),
         ("python -c pass (for scale)", f"{python_ms:.0f} ms", ""),

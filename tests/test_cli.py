@@ -28,9 +28,14 @@ async def main(ctx, args):
 @pytest.fixture
 def cli(skills_path, write_skill, capsys):
     write_skill("count", COUNT)
-    write_skill("shout", 'frontmatter = {"params": {"type": "object", "properties": {"s": {"type": "string"}}}}\nasync def main(ctx, args):\n    return args["s"].upper()\n')
+    write_skill(
+        "shout",
+        'frontmatter = {"params": {"type": "object", "properties": {"s": {"type": "string"}}}}\nasync def main(ctx, args):\n    return args["s"].upper()\n',
+    )
     write_skill("crash", "frontmatter = {}\nasync def main(ctx, args):\n    raise RuntimeError('disk on fire')\n")
-    write_skill("secret", 'frontmatter = {"metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return 1\n')
+    write_skill(
+        "secret", 'frontmatter = {"metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return 1\n'
+    )
 
     def run(*argv):
         code = main([*argv, "--path", str(skills_path)])
@@ -60,7 +65,11 @@ def test_invoke_prints_strings_as_is_and_json_on_request(cli, tmp_path):
     [
         (["invoke", "nope"], 2, "error: no skill named 'nope'"),
         (["invoke", "count"], 2, "error: count: invalid args: 'text' is a required property"),
-        (["invoke", "count", "text=x", "n=many"], 2, "error: count: invalid args at n: 'many' is not of type 'integer'"),
+        (
+            ["invoke", "count", "text=x", "n=many"],
+            2,
+            "error: count: invalid args at n: 'many' is not of type 'integer'",
+        ),
         (["invoke", "count", "text"], 2, "not KEY=VALUE"),
         (["invoke", "count", "tags:=[oops"], 2, "tags:= value is not valid JSON"),
         (["invoke", "count", "--args", "[1]"], 2, "--args must be a JSON object"),
@@ -89,7 +98,7 @@ def test_list_hides_hidden_and_shows_first_lines(cli):
 
 
 def test_list_all_shows_origins_and_shadowing(cli, write_skill, skills_path):
-    write_skill("skill-list", 'frontmatter = {}\nasync def main(ctx, args):\n    return []\n')
+    write_skill("skill-list", "frontmatter = {}\nasync def main(ctx, args):\n    return []\n")
     code, out, err = cli("list", "--all")
     rows = [line.split() for line in out.splitlines()]
     assert ["secret", "path"] == rows[[r[0] for r in rows].index("secret")][:2]

@@ -34,7 +34,12 @@ def test_quickstart_script():
     [
         (["invoke", "word-count", "--path", str(QUICK), "text=a b a", "unique=true"], 0, "2\n", ""),
         (["invoke", "word-count", "--path", str(QUICK), "text=a rose is a rose", "unique=true"], 0, "3\n", ""),
-        (["invoke", "word-count", "--path", str(QUICK), "text:=42"], 2, "", "error: word-count: invalid args at text: 42 is not of type 'string'\n"),
+        (
+            ["invoke", "word-count", "--path", str(QUICK), "text:=42"],
+            2,
+            "",
+            "error: word-count: invalid args at text: 42 is not of type 'string'\n",
+        ),
     ],
 )
 def test_documented_commands(argv, code, stdout, stderr):

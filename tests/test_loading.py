@@ -51,7 +51,9 @@ def test_module_is_imported_on_first_invoke_then_cached(write_skill, context_man
 
 def test_skill_can_import_its_neighbours_relatively(write_skill, context_manager):
     write_skill("helpers.py", "def shout(s):\n    return s.upper()\n")
-    write_skill("loud", "from .helpers import shout\nfrontmatter = {}\nasync def main(ctx, args):\n    return shout('hi')\n")
+    write_skill(
+        "loud", "from .helpers import shout\nfrontmatter = {}\nasync def main(ctx, args):\n    return shout('hi')\n"
+    )
     assert context_manager.invoke_sync("loud") == "HI"
     assert not any(p.endswith("skills") for p in sys.path)
 
@@ -100,14 +102,22 @@ BROKEN = {
         3,
         "must be a literal",
     ),
-    "badkey.skill.py": ('frontmatter = {\n    "paramz": {},\n}\ndef main(ctx, args): ...\n', 2, "did you mean 'params'"),
+    "badkey.skill.py": (
+        'frontmatter = {\n    "paramz": {},\n}\ndef main(ctx, args): ...\n',
+        2,
+        "did you mean 'params'",
+    ),
     "badtype.skill.py": ('frontmatter = {\n  "description": 3,\n}\ndef main(ctx, args): ...\n', 2, "must be a str"),
     "Bad_Name.skill.py": ("frontmatter = {}\ndef main(ctx, args): ...\n", 1, "invalid skill name 'Bad_Name'"),
     "nomain.skill.py": ("frontmatter = {}\nx = 1\n", 1, "no main function"),
     "nofm.skill.py": ("def main(ctx, args): ...\n", 1, "no 'frontmatter"),
     "badyaml.skill.md": ("---\ndescription: ok\nparams: [unclosed\n---\nbody\n", 4, "bad YAML"),
     "nofence.skill.md": ("just text\n", 1, "missing YAML frontmatter"),
-    "badparams.skill.py": ('frontmatter = {\n  "params": {"type": "string"},\n}\ndef main(ctx, args): ...\n', 2, "must describe an object"),
+    "badparams.skill.py": (
+        'frontmatter = {\n  "params": {"type": "string"},\n}\ndef main(ctx, args): ...\n',
+        2,
+        "must describe an object",
+    ),
     "syncmw.skill.py": (
         'frontmatter = {"metadata": {"role": "middleware"}}\ndef main(ctx, args):\n    return 1\n',
         2,
@@ -133,7 +143,9 @@ def test_broken_file_gives_one_clear_error_with_file_and_line(filename, write_sk
 
 
 def test_import_error_at_first_invoke_names_file_and_line(write_skill, context_manager):
-    path = write_skill("boom", "frontmatter = {}\nimport json\nraise RuntimeError('bad module')\ndef main(ctx, args): ...\n")
+    path = write_skill(
+        "boom", "frontmatter = {}\nimport json\nraise RuntimeError('bad module')\ndef main(ctx, args): ...\n"
+    )
     with pytest.raises(SkillLoadError) as info:
         context_manager.invoke_sync("boom")
     assert info.value.path == str(path) and info.value.line == 3
@@ -142,7 +154,8 @@ def test_import_error_at_first_invoke_names_file_and_line(write_skill, context_m
 
 def test_invalid_params_schema_is_reported_with_line_on_first_use(write_skill, context_manager):
     path = write_skill(
-        "typo", 'frontmatter = {\n    "params": {"properties": {"x": {"type": "strnig"}}},\n}\nasync def main(ctx, args): ...\n'
+        "typo",
+        'frontmatter = {\n    "params": {"properties": {"x": {"type": "strnig"}}},\n}\nasync def main(ctx, args): ...\n',
     )
     with pytest.raises(SkillLoadError) as info:
         context_manager.describe("typo")

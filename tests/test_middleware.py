@@ -47,7 +47,9 @@ async def test_order_plugin_config_frontmatter_call(write_skill, skills_path, tm
         def agent_apps_middleware(self):
             return ["plug"]
 
-    cm = ContextManager([skills_path], cwd=tmp_path, plugins=[Plugin()], env=False, project=False, user=False, entry_points=False)
+    cm = ContextManager(
+        [skills_path], cwd=tmp_path, plugins=[Plugin()], env=False, project=False, user=False, entry_points=False
+    )
     result = await cm.invoke("target", {"x": 1}, middleware=["call(tag=CALL)"])
     # the skill returned the live list, so the way out shows too
     assert result["order"] == [
@@ -128,7 +130,9 @@ async def test_args_changed_by_middleware_are_validated_again(write_skill, conte
     ],
 )
 async def test_next_never_or_twice_is_a_clear_error(write_skill, context_manager, body, words):
-    write_skill("bad-mw", f'frontmatter = {{"metadata": {{"role": "middleware"}}}}\nasync def main(ctx, args):\n    {body}\n')
+    write_skill(
+        "bad-mw", f'frontmatter = {{"metadata": {{"role": "middleware"}}}}\nasync def main(ctx, args):\n    {body}\n'
+    )
     write_skill("target", TARGET % "[]")
     with pytest.raises(MiddlewareError) as info:
         await context_manager.invoke("target", middleware=["bad-mw"])
@@ -136,13 +140,18 @@ async def test_next_never_or_twice_is_a_clear_error(write_skill, context_manager
 
 
 async def test_finish_none_short_circuits_with_null(write_skill, context_manager):
-    write_skill("nuller", 'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.finish(None)\n')
+    write_skill(
+        "nuller",
+        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.finish(None)\n',
+    )
     write_skill("target", TARGET % "[]")
     assert await context_manager.invoke("target", middleware=["nuller"]) is None
 
 
 async def test_middleware_raising_names_the_middleware(write_skill, context_manager):
-    write_skill("broken-mw", 'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    1/0\n')
+    write_skill(
+        "broken-mw", 'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    1/0\n'
+    )
     write_skill("target", TARGET % "[]")
     with pytest.raises(SkillFailed, match="broken-mw failed: ZeroDivisionError"):
         await context_manager.invoke("target", middleware=["broken-mw"])

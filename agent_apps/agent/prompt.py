@@ -66,16 +66,17 @@ def system_prompt(
     else:
         named = [s for s in visible.named if not s.is_middleware]
         discover = [s for s in visible.tools if s.name in ("skill-list", "skill-describe")]
-        text = "## Skills you can call\n\nMore skills exist than are listed here: find them with " \
-               "`skill-list` (filter with `{\"match\": \"file-*\"}`) and read their args with " \
-               "`skill-describe` (`{\"name\": ...}`).\n\n"
+        text = (
+            "## Skills you can call\n\nMore skills exist than are listed here: find them with "
+            '`skill-list` (filter with `{"match": "file-*"}`) and read their args with '
+            '`skill-describe` (`{"name": ...}`).\n\n'
+        )
         parts.append(text + _docs(_unique([*named, *discover])))
     middleware = [m for m in visible.middleware if m.params]
     if middleware:
         parts.append(
             "## Middleware you can activate\n\nMiddleware wraps a call. Activate it for one call with "
-            '`await ctx.manager.invoke("skill-name", args, middleware=["name(key=value)"])`.\n\n'
-            + _docs(middleware)
+            '`await ctx.manager.invoke("skill-name", args, middleware=["name(key=value)"])`.\n\n' + _docs(middleware)
         )
     if returns is not None:
         parts.append(

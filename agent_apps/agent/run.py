@@ -46,8 +46,15 @@ HOOK_PARAMS: dict[str, Any] = {
     "properties": {
         "type": {
             "enum": [
-                "turn-start", "message", "reasoning", "tool-call", "tool-result",
-                "turn-end", "error", "retry", "context-edit",
+                "turn-start",
+                "message",
+                "reasoning",
+                "tool-call",
+                "tool-result",
+                "turn-end",
+                "error",
+                "retry",
+                "context-edit",
             ]
         }
     },
@@ -94,13 +101,14 @@ class AgentRun:
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
         self.provider: str = self.config.get("agent") or "agent-strands"
+        self.exclude: list[str] = [*_EXCLUDED, ctx.skill.name, self.provider]
         self.scope = {
             "events": self.topic,
             "context_id": self.served.id,
             "ancestor_context_id": parent_scope.get("context_id"),
             # what skill-list and skill-describe hide from this agent's code
             "skill_name": self.served.skill.name,
-            "exclude": [*_EXCLUDED, ctx.skill.name, self.provider],
+            "exclude": self.exclude,
         }
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -128,7 +136,7 @@ class AgentRun:
 
     async def run(self) -> Any:
         ctx, served, provider = self.ctx, self.served, self.provider
-        visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.scope["exclude"])
+        visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.exclude)
         skill_dir = None
         if served.skill.path and served.skill.path.endswith("SKILL.md"):
             skill_dir = served.skill.path.rsplit("/", 1)[0]
@@ -145,7 +153,9 @@ class AgentRun:
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
                 invoke_ref = ctx.manager.callback(
-                    self.invoke_tool, name="agent-invoke", params=INVOKE_TOOL["input_schema"],
+                    self.invoke_tool,
+                    name="agent-invoke",
+                    params=INVOKE_TOOL["input_schema"],
                     description=INVOKE_TOOL["description"],
                 )
                 hook_ref = ctx.manager.callback(self.hook, name="agent-hook", params=HOOK_PARAMS)

@@ -42,9 +42,11 @@ async def test_provider_receives_only_serializable_args(context_manager, write_s
 
 async def test_constrained_mode_inlines_matching_tools_with_params(context_manager, write_skill, tools):
     write_skill("echo-provider", PROMPT_PROVIDER)
-    prompt = (await context_manager.invoke(
-        "agent", {"prompt": "P", "allowed_tools": "word-count secret", "config": {"agent": "echo-provider"}}
-    ))["prompt"]
+    prompt = (
+        await context_manager.invoke(
+            "agent", {"prompt": "P", "allowed_tools": "word-count secret", "config": {"agent": "echo-provider"}}
+        )
+    )["prompt"]
     assert "### word-count" in prompt and '"required": ["text"]' in prompt
     assert "### secret" in prompt  # hidden, but named
     assert "### slow-tool" not in prompt and "skill-list" not in prompt
@@ -52,10 +54,15 @@ async def test_constrained_mode_inlines_matching_tools_with_params(context_manag
 
 async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_manager, write_skill, tools):
     write_skill("echo-provider", PROMPT_PROVIDER)
-    write_skill("audit", 'frontmatter = {"description": "Audit calls.", "params": {"type": "object", "properties": {"level": {"type": "string"}}}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n')
-    prompt = (await context_manager.invoke(
-        "agent", {"prompt": "P", "allowed_tools": "* word-count", "config": {"agent": "echo-provider"}}
-    ))["prompt"]
+    write_skill(
+        "audit",
+        'frontmatter = {"description": "Audit calls.", "params": {"type": "object", "properties": {"level": {"type": "string"}}}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n',
+    )
+    prompt = (
+        await context_manager.invoke(
+            "agent", {"prompt": "P", "allowed_tools": "* word-count", "config": {"agent": "echo-provider"}}
+        )
+    )["prompt"]
     assert "### word-count" in prompt and "### skill-list" in prompt and "### skill-describe" in prompt
     assert "### slow-tool" not in prompt and "### secret" not in prompt
     assert "### agent\n" not in prompt and "echo-provider" not in prompt
@@ -64,8 +71,13 @@ async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_m
 
 async def test_self_recursion_excluded_unless_named(context_manager, write_skill, tools):
     write_skill("echo-provider", PROMPT_PROVIDER)
-    write_skill("greeter.skill.md", "---\ndescription: Greets.\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n")
-    write_skill("greeter2.skill.md", "---\ndescription: Greets too.\nallowed-tools: greeter2 word-count\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n")
+    write_skill(
+        "greeter.skill.md", "---\ndescription: Greets.\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n"
+    )
+    write_skill(
+        "greeter2.skill.md",
+        "---\ndescription: Greets too.\nallowed-tools: greeter2 word-count\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n",
+    )
     # discovery mode: the explorers are inlined; greeter itself must not be reachable by listing either
     prompt = (await context_manager.invoke("greeter"))["prompt"]
     assert "### greeter" not in prompt
@@ -74,7 +86,10 @@ async def test_self_recursion_excluded_unless_named(context_manager, write_skill
 
 
 async def test_skill_list_from_agent_code_hides_self_agent_and_hidden(context_manager, write_skill, tools):
-    write_skill("lister.skill.md", "---\ndescription: Lists.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n      - code: |\n          names = [s['name'] for s in await ctx.manager.invoke('skill-list')]\n          ctx.manager.finish(names)\n---\nList.\n")
+    write_skill(
+        "lister.skill.md",
+        "---\ndescription: Lists.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n      - code: |\n          names = [s['name'] for s in await ctx.manager.invoke('skill-list')]\n          ctx.manager.finish(names)\n---\nList.\n",
+    )
     names = await context_manager.invoke("lister")
     assert "word-count" in names and "skill-list" in names
     assert not {"lister", "agent", "agent-scripted", "secret", "agent-execute"} & set(names)
@@ -134,8 +149,11 @@ async def test_persistent_rejects_returns_and_keeps_going(context_manager, tools
     events = []
     context_manager.events.subscribe("p", lambda topic, e: events.append(e))
     turns = [{"text": "idle"}] * 3 + [{"text": "waiting", "delay": 60}]
-    task = asyncio.ensure_future(context_manager.invoke(
-        "agent", {"prompt": "P", "config": scripted(turns, persistent=True), "events": "p"}, signal=signal))
+    task = asyncio.ensure_future(
+        context_manager.invoke(
+            "agent", {"prompt": "P", "config": scripted(turns, persistent=True), "events": "p"}, signal=signal
+        )
+    )
     for _ in range(200):
         if len([e for e in events if e["type"] == "turn-start"]) == 4:
             break
@@ -190,14 +208,26 @@ async def test_trace_events_usage_and_scope(context_manager, write_skill, tools)
     assert scope["skill_name"] == "runner" and "agent-scripted" in scope["exclude"]
     assert [e["type"] for e in events][0] == "agent-start" and events[-1]["type"] == "agent-complete"
     assert {e["type"] for e in events} <= {
-        "agent-start", "turn-start", "turn-end", "tool-call", "tool-result", "tool-error",
-        "agent-message", "agent-error", "agent-complete"}
+        "agent-start",
+        "turn-start",
+        "turn-end",
+        "tool-call",
+        "tool-result",
+        "tool-error",
+        "agent-message",
+        "agent-error",
+        "agent-complete",
+    }
     assert all(e["agent"] == "outer" and "timestamp" in e for e in events)
 
 
 async def test_nested_agents_form_a_tree(context_manager, write_skill, tools):
     inner_turns = json.dumps([{"text": "inner done"}])
-    turns = [{"code": f"r = await ctx.manager.invoke('agent', {{'prompt': 'inner', 'name': 'inner', 'config': {{'agent': 'agent-scripted', 'script': {inner_turns}}}}})\nctx.manager.finish(r)"}]
+    turns = [
+        {
+            "code": f"r = await ctx.manager.invoke('agent', {{'prompt': 'inner', 'name': 'inner', 'config': {{'agent': 'agent-scripted', 'script': {inner_turns}}}}})\nctx.manager.finish(r)"
+        }
+    ]
     events = []
     context_manager.events.subscribe("tree", lambda topic, e: events.append(e))
     result = await agent(context_manager, turns, allowed_tools="agent", events="tree", name="outer")
@@ -243,7 +273,10 @@ async def test_untrusted_flag_does_not_leak_to_called_skills(context_manager, wr
 
 
 async def test_every_guest_call_goes_through_middleware(context_manager, write_skill, tools, skills_path):
-    write_skill("count-calls", 'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.emit("mw", {"skill": ctx.target.skill.name})\n    return await ctx.manager.next()\n')
+    write_skill(
+        "count-calls",
+        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.emit("mw", {"skill": ctx.target.skill.name})\n    return await ctx.manager.next()\n',
+    )
     (skills_path / "agent-apps.yaml").write_text("middleware: [count-calls]\n")
     context_manager.reload()
     seen = []
@@ -253,13 +286,21 @@ async def test_every_guest_call_goes_through_middleware(context_manager, write_s
 
 
 async def test_provider_that_ignores_returns_is_caught(context_manager, write_skill, tools):
-    write_skill("lazy-provider", 'frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return "I ignore hooks"\n')
+    write_skill(
+        "lazy-provider",
+        'frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return "I ignore hooks"\n',
+    )
     with pytest.raises(ResultInvalid, match="without a valid ctx.manager.finish"):
-        await context_manager.invoke("agent", {"prompt": "P", "returns": {"type": "integer"}, "config": {"agent": "lazy-provider"}})
+        await context_manager.invoke(
+            "agent", {"prompt": "P", "returns": {"type": "integer"}, "config": {"agent": "lazy-provider"}}
+        )
 
 
 def test_cli_shows_progress_and_events(tmp_path, skills_path, write_skill):
-    write_skill("word-count", "frontmatter = {'params': {'type': 'object', 'properties': {'text': {'type': 'string'}}}}\nasync def main(ctx, args):\n    return len(args['text'].split())\n")
+    write_skill(
+        "word-count",
+        "frontmatter = {'params': {'type': 'object', 'properties': {'text': {'type': 'string'}}}}\nasync def main(ctx, args):\n    return len(args['text'].split())\n",
+    )
     write_skill(
         "demo.skill.md",
         "---\ndescription: Demo.\nallowed-tools: word-count\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
@@ -287,7 +328,10 @@ def test_cli_ctrl_c_stops_a_running_agent(tmp_path, skills_path, write_skill):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_apps", "invoke", "spin", "--path", str(skills_path)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     line = ""
     while "⚙ invoke" not in line:
@@ -308,7 +352,10 @@ async def test_context_edit_events_land_in_the_trace(context_manager, write_skil
             await ctx.manager.invoke("agent", {"prompt": "P", "config": {
                 "agent": "agent-scripted", "script": turns, "context_edit": args.get("edit", False), "context_keep": 2}})
             return [t for t in ctx.locals["agent"]["trace"] if t["type"] == "context-edit"]
-        """.replace("frontmatter = {", 'frontmatter = {"params": {"type": "object", "properties": {"edit": {"type": "boolean"}}}, '),
+        """.replace(
+            "frontmatter = {",
+            'frontmatter = {"params": {"type": "object", "properties": {"edit": {"type": "boolean"}}}, ',
+        ),
     )
     edits = await context_manager.invoke("long-runner", {"edit": True})
     assert edits and all(e["removed"] > 0 and e["kept"] == 2 for e in edits)
@@ -326,8 +373,11 @@ async def test_cancelled_agent_leaves_no_thread_behind(context_manager, tools):
     before = threads()
     signal = Signal()
     turns = [{"code": "while True:\n    pass"}]
-    task = asyncio.ensure_future(context_manager.invoke(
-        "agent", {"prompt": "P", "config": {**scripted(turns), "sandbox": {"timeout": 120}}}, signal=signal))
+    task = asyncio.ensure_future(
+        context_manager.invoke(
+            "agent", {"prompt": "P", "config": {**scripted(turns), "sandbox": {"timeout": 120}}}, signal=signal
+        )
+    )
     await asyncio.sleep(0.5)
     signal.cancel()
     with pytest.raises(Cancelled):

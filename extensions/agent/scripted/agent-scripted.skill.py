@@ -50,8 +50,10 @@ async def main(ctx, args):
     async def hook(event):
         return await ctx.manager.invoke(hook_ref, event) or {}
 
-    conversation = [{"role": "system", "content": args["prompt"]},
-                    {"role": "user", "content": args.get("user_message") or "Do the task."}]
+    conversation = [
+        {"role": "system", "content": args["prompt"]},
+        {"role": "user", "content": args.get("user_message") or "Do the task."},
+    ]
     position, turn, text = 0, 0, ""
     while True:
         ctx.signal.raise_if_cancelled()
@@ -63,7 +65,7 @@ async def main(ctx, args):
             await hook({"type": "reasoning", "text": str(entry["reasoning"])})
         if text and config.get("stream"):
             for i in range(0, len(text), 8):
-                await hook({"type": "message", "text": text[i:i + 8], "delta": True})
+                await hook({"type": "message", "text": text[i : i + 8], "delta": True})
         elif text:
             await hook({"type": "message", "text": text})
         codes = entry.get("code")
@@ -99,7 +101,9 @@ async def _model_call(ctx, hook, script, position):
     attempt = 0
     while True:
         if position >= len(script):
-            raise ModelError(f"the script has no turn {position + 1} (it has {len(script)}); the model has nothing more to say")
+            raise ModelError(
+                f"the script has no turn {position + 1} (it has {len(script)}); the model has nothing more to say"
+            )
         entry = script[position]
         position += 1
         if entry.get("delay"):
@@ -121,7 +125,7 @@ async def _sleep(ctx, seconds):
     """Sleep, but wake up at once when the run is cancelled."""
     try:
         await asyncio.wait_for(ctx.signal.wait(), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return
     ctx.signal.raise_if_cancelled()
 
