@@ -37,8 +37,8 @@ def caller(write_skill, allowed, name="caller"):
 @pytest.fixture
 def leaves(write_skill):
     for name, meta in [
-        ("file-read", "{}"),
-        ("file-write", "{}"),
+        ("doc-read", "{}"),
+        ("doc-write", "{}"),
         ("shell", "{}"),
         ("agent-sub", "{}"),
         ("schedule-create", "{}"),
@@ -49,24 +49,24 @@ def leaves(write_skill):
 
 CASES = [
     # allowed-tools, callee, args, allowed?
-    (None, "file-read", None, True),
+    (None, "doc-read", None, True),
     (None, "secret", None, False),
     ("*", "secret", None, True),
-    ("file-*", "file-write", None, True),
-    ("file-*", "shell", None, False),
-    ("file-*", "secret", None, False),
-    ("file-* secret", "secret", None, True),
+    ("doc-*", "doc-write", None, True),
+    ("doc-*", "shell", None, False),
+    ("doc-*", "secret", None, False),
+    ("doc-* secret", "secret", None, True),
     ("sec*", "secret", None, False),
-    ("agent-sub(allowed_tools=file-read)", "agent-sub", {"allowed_tools": "file-read"}, True),
-    ("agent-sub(allowed_tools=file-read)", "agent-sub", {"allowed_tools": "file-read shell"}, False),
-    ("agent-sub(allowed_tools=file-*)", "agent-sub", {"allowed_tools": "file-read file-write"}, True),
-    ("agent-sub(allowed_tools=file-*)", "agent-sub", {"allowed_tools": "file-read *"}, False),
-    ("agent-sub(allowed_tools=file-read)", "agent-sub", None, False),
+    ("agent-sub(allowed_tools=doc-read)", "agent-sub", {"allowed_tools": "doc-read"}, True),
+    ("agent-sub(allowed_tools=doc-read)", "agent-sub", {"allowed_tools": "doc-read shell"}, False),
+    ("agent-sub(allowed_tools=doc-*)", "agent-sub", {"allowed_tools": "doc-read doc-write"}, True),
+    ("agent-sub(allowed_tools=doc-*)", "agent-sub", {"allowed_tools": "doc-read *"}, False),
+    ("agent-sub(allowed_tools=doc-read)", "agent-sub", None, False),
     ("schedule-create(ref=my-*)", "schedule-create", {"ref": "my-job"}, True),
     ("schedule-create(ref=my-*)", "schedule-create", {"ref": "other"}, False),
     ("schedule-create(ref=my-*, n=1?)", "schedule-create", {"ref": "my-x", "n": 12}, True),
     ("schedule-create(ref=my-*, n=1?)", "schedule-create", {"ref": "my-x", "n": 2}, False),
-    ("shell file-read", "file-write", None, False),
+    ("shell doc-read", "doc-write", None, False),
 ]
 
 
@@ -86,11 +86,11 @@ async def test_allowed_tools_decisions(write_skill, context_manager, leaves, all
 
 
 async def test_denial_names_the_spec_that_was_checked(write_skill, context_manager, leaves):
-    caller(write_skill, "agent-sub(allowed_tools=file-read)")
+    caller(write_skill, "agent-sub(allowed_tools=doc-read)")
     with pytest.raises(ToolNotAllowed) as info:
         await context_manager.invoke("caller", {"ref": "agent-sub", "args": {"allowed_tools": "shell"}})
-    assert "spec 'agent-sub(allowed_tools=file-read)'" in str(info.value)
-    assert "allowed_tools=\"shell\" does not match 'file-read'" in str(info.value)
+    assert "spec 'agent-sub(allowed_tools=doc-read)'" in str(info.value)
+    assert "allowed_tools=\"shell\" does not match 'doc-read'" in str(info.value)
 
 
 async def test_top_level_calls_may_name_hidden_skills(context_manager, write_skill, leaves):
@@ -98,9 +98,9 @@ async def test_top_level_calls_may_name_hidden_skills(context_manager, write_ski
 
 
 def test_spec_parsing_keeps_spaces_and_quotes_inside_parens():
-    specs = parse_specs('file-* agent(allowed_tools="file-read file-write", name=x)  shell')
-    assert [s.glob for s in specs] == ["file-*", "agent", "shell"]
-    assert specs[1].constraints == (("allowed_tools", "file-read file-write"), ("name", "x"))
+    specs = parse_specs('doc-* agent(allowed_tools="doc-read doc-write", name=x)  shell')
+    assert [s.glob for s in specs] == ["doc-*", "agent", "shell"]
+    assert specs[1].constraints == (("allowed_tools", "doc-read doc-write"), ("name", "x"))
     with pytest.raises(ValueError, match="missing '\\)'"):
         parse_specs("agent(allowed_tools=x")
 
@@ -113,33 +113,33 @@ def test_visible_tools_modes_hidden_self_and_exclusions(write_skill, context_man
     write_skill("provider", LEAF % ('{"visibility": "hidden", "tags": ["meta-internal"]}', "provider"))
     names = lambda skills: sorted(s.name for s in skills)  # noqa: E731
 
-    constrained = context_manager.visible_tools("file-* secret caller", caller="caller")
+    constrained = context_manager.visible_tools("doc-* secret caller", caller="caller")
     assert constrained.mode == "constrained"
-    assert names(constrained.tools) == ["file-read", "file-write", "secret"]
+    assert names(constrained.tools) == ["doc-read", "doc-write", "secret"]
 
     discovery = context_manager.visible_tools(None, caller="shell", exclude=["agent-sub"])
     assert discovery.mode == "discovery"
     found = names(discovery.tools)
     assert "shell" not in found and "agent-sub" not in found and "secret" not in found and "provider" not in found
-    assert {"file-read", "skill-list", "skill-describe"} <= set(found)
+    assert {"doc-read", "skill-list", "skill-describe"} <= set(found)
     assert names(discovery.middleware) == ["audit"]
 
     starred = context_manager.visible_tools("* secret", caller="shell")
     assert starred.mode == "discovery" and names(starred.named) == ["secret"]
-    assert "shell" in names(context_manager.visible_tools("file-* shell", caller="shell").tools)
+    assert "shell" in names(context_manager.visible_tools("doc-* shell", caller="shell").tools)
 
 
 async def test_skill_list_shows_what_the_caller_may_see(write_skill, context_manager, leaves):
-    caller(write_skill, "file-* skill-list")
+    caller(write_skill, "doc-* skill-list")
     listed = await context_manager.invoke("caller", {"ref": "skill-list"})
-    assert [s["name"] for s in listed] == ["file-read", "file-write", "skill-list"]
-    described = await context_manager.invoke("caller", {"ref": "skill-list", "args": {"match": "file-w*"}})
-    assert [s["name"] for s in described] == ["file-write"]
+    assert [s["name"] for s in listed] == ["doc-read", "doc-write", "skill-list"]
+    described = await context_manager.invoke("caller", {"ref": "skill-list", "args": {"match": "doc-w*"}})
+    assert [s["name"] for s in described] == ["doc-write"]
 
 
 async def test_skill_describe_refuses_what_the_caller_cannot_see(write_skill, context_manager, leaves):
-    caller(write_skill, "file-read skill-describe")
-    data = await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "file-read"}})
-    assert data["name"] == "file-read" and "path" not in data
+    caller(write_skill, "doc-read skill-describe")
+    data = await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "doc-read"}})
+    assert data["name"] == "doc-read" and "path" not in data
     with pytest.raises(Exception, match="no skill named 'shell'"):
         await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "shell"}})

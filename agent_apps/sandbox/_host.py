@@ -1,0 +1,225 @@
+"""``Sandbox``: the asyncio-facing handle on one sandbox (see ``_core`` for the wasm side).
+
+Usage::
+
+    sb = await Sandbox.start(memory={"seed": 1}, limits=SandboxLimits(timeout=10),
+                             call_host=call_host)
+    res = await sb.run("x = await ctx.manager.invoke('word-count', {'text': 'a b'})\\nx")
+    sb.memory            # last JSON snapshot of the guest's `memory`
+    await sb.close()
+
+``call_host(name, args)`` is an async function (a plain function works too)
+that performs ONE call on behalf of the guest and returns a JSON-serializable
+result or raises; the exception's class name and message reach the guest as an
+exception of that name (a subclass of ``HostError``). Names that are not bare
+skill names are refused before ``call_host`` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ._core import CallHost, Core, Trapped
+from ._limits import RunResult, SandboxLimits
+
+#: How long past its time limit a run may take before the host gives up on its
+#: worker thread (only a guest blocked inside a host call gets there).
+WATCHDOG_GRACE = 2.0
+_STUCK = object()
+
+
+class Sandbox:
+    """A persistent CPython-in-WebAssembly interpreter for agent code."""
+
+    def __init__(self, core: Core, *, memory: Mapping[str, Any] | None = None,
+                 limits: SandboxLimits | None = None, call_host: CallHost | None = None,
+                 caller_name: str = "agent code") -> None:
+        """Wrap a ready ``Core``; use ``await Sandbox.start(...)`` or a pool instead."""
+        self._core = core
+        self._lock = asyncio.Lock()
+        self._memory_cache: tuple[str, Any] | None = None
+        core.call_host = call_host
+        core.caller_name = caller_name
+        self.limits = limits or SandboxLimits()
+        core.limits = self.limits
+        if memory is not None:
+            try:
+                seed = json.dumps(dict(memory))
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"the memory seed must be a JSON-serializable dict: {e}") from None
+        else:
+            seed = "{}"
+        core.memory_json = seed
+        core.pending_setup = core.setup_json(memory=True)
+
+    @classmethod
+    async def start(cls, memory: Mapping[str, Any] | None = None, limits: SandboxLimits | None = None,
+                    call_host: CallHost | None = None, *, caller_name: str = "agent code") -> Sandbox:
+        """Start a new sandbox (about 1-3 ms with the component cached; the very
+        first use in a process also loads the compiled component, and the first
+        use on a machine builds it, ~20 s, with a message on stderr)."""
+        core = await new_core()
+        return cls(core, memory=memory, limits=limits, call_host=call_host, caller_name=caller_name)
+
+    # -- running code ---------------------------------------------------------------------
+
+    async def run(self, code: str, timeout: float | None = None) -> RunResult:
+        """Run agent code; never raises for errors of the code itself (see RunResult)."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        async with self._lock:
+            core = self._core
+            if core.closed:
+                raise RuntimeError("the sandbox is closed")
+            loop = asyncio.get_running_loop()
+            core.loop = loop
+            fut = loop.create_future()
+
+            def done(ok: bool, result: Any) -> None:
+                loop.call_soon_threadsafe(_resolve, fut, ok, result)
+
+            t0 = time.perf_counter()
+            limit = float(timeout or self.limits.timeout)
+            seq = core.next_seq()
+            core.submit(core.run, code, limit, seq, done=done)
+            # Watchdog: epoch interruption cannot reach a guest blocked inside a
+            # host call (a WASI wait the guest runtime did not reroute).
+            watchdog = loop.call_later(limit + WATCHDOG_GRACE, _resolve, fut, True, _STUCK)
+            try:
+                outcome = await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                core.interrupt("the run was cancelled", seq=seq)
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), WATCHDOG_GRACE)  # stops within a tick
+                except TimeoutError:
+                    await self._replace_stuck_core()
+                except BaseException:
+                    pass
+                raise
+            finally:
+                watchdog.cancel()
+                core.cancel_calls()
+            if outcome is _STUCK:
+                await self._replace_stuck_core()
+                return RunResult(
+                    error=(
+                        f"TimeoutError: the code was blocked in a system call past its time limit "
+                        f"of {limit:g} s (timeout) and was stopped"
+                    ),
+                    replaced=True,
+                    notice=(
+                        "the sandbox was reset after the time limit; memory restored from its last "
+                        "saved state (the end of the previous run)"
+                    ),
+                    duration=time.perf_counter() - t0,
+                )
+            return _result(outcome, time.perf_counter() - t0)
+
+    async def _replace_stuck_core(self) -> None:
+        """Abandon a worker stuck in a host call; carry the sandbox's state to a new one."""
+        old = self._core
+        old.abandon()
+        new = await new_core()
+        new.call_host = old.call_host
+        new.caller_name = old.caller_name
+        new.limits = old.limits
+        new.memory_json = old.memory_json
+        new.pending_setup = new.setup_json(memory=True)
+        self._core = new
+
+    def interrupt(self) -> None:
+        """Stop the running code promptly (thread-safe); its run reports an error."""
+        self._core.interrupt("the run was interrupted")
+
+    @property
+    def memory(self) -> dict[str, Any]:
+        """The last JSON-serializable snapshot of the guest's ``memory`` dict."""
+        snap = self._core.memory_json
+        if self._memory_cache is None or self._memory_cache[0] is not snap:
+            self._memory_cache = (snap, json.loads(snap))
+        return self._memory_cache[1]
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    async def close(self) -> None:
+        """Stop any running code, then free the instance and its thread."""
+        core = self._core
+        if core.closed:
+            return
+        core.stop_thread()
+        await asyncio.get_running_loop().run_in_executor(None, core.join)
+
+    def close_sync(self) -> None:
+        self._core.stop_thread()
+        self._core.join()
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is not None and not core.closed:
+            core.stop_thread()
+
+
+def _resolve(fut: asyncio.Future, ok: bool, result: Any) -> None:
+    if fut.done():
+        return
+    if ok:
+        fut.set_result(result)
+    else:
+        fut.set_exception(result) if not isinstance(result, Trapped) else fut.set_result(result)
+
+
+def _result(outcome: Any, duration: float) -> RunResult:
+    if isinstance(outcome, Trapped):
+        return RunResult(
+            error=outcome.error,
+            replaced=True,
+            notice=(
+                f"the sandbox was reset after {outcome.reason}; memory restored from its last "
+                "saved state (the end of the previous run)"
+            ),
+            duration=duration,
+        )
+    return RunResult(
+        value=outcome.get("value"),
+        finished=outcome["finished"],
+        output=outcome.get("output") or "",
+        error=outcome.get("error"),
+        calls=outcome.get("calls", 0),
+        duration=duration,
+    )
+
+
+async def new_core() -> Core:
+    """Create a Core (loading the runtime if needed) and instantiate it, off the loop."""
+    loop = asyncio.get_running_loop()
+    core = await loop.run_in_executor(None, Core) if _runtime_missing() else Core()
+    fut = loop.create_future()
+
+    def done(ok: bool, result: Any) -> None:
+        loop.call_soon_threadsafe(_resolve, fut, ok, result)
+
+    core.submit(core.instantiate, done=done)
+    try:
+        await fut
+    except BaseException:
+        core.stop_thread()
+        raise
+    return core
+
+
+def _runtime_missing() -> bool:
+    from . import _engine
+
+    return _engine._runtime is None

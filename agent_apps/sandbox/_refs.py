@@ -1,0 +1,47 @@
+"""The host-side rule for what agent code may invoke: bare skill names only.
+
+Agent code is untrusted; a ref like ``file://x.py``, ``inline://...``, a path or
+a ``callback://`` ref would make the host load or run code outside the sandbox.
+The rule is a whitelist of ASCII: ``^[a-z0-9]+(-[a-z0-9]+)*$``, so upper case,
+unicode look-alikes (Cyrillic 'а'), whitespace, dots and slashes all fail.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME = 128
+_BARE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z", re.ASCII)
+
+
+def is_bare_name(ref: object) -> bool:
+    return isinstance(ref, str) and 0 < len(ref) <= MAX_NAME and _BARE.match(ref) is not None
+
+
+def ref_refusal(ref: object) -> str | None:
+    """Why ``ref`` is refused, or None when it is a bare skill name."""
+    if is_bare_name(ref):
+        return None
+    if not isinstance(ref, str):
+        what = f"a skill name must be a string, not {type(ref).__name__}"
+    elif not ref:
+        what = "the skill name is empty"
+    elif len(ref) > MAX_NAME:
+        what = f"the skill name is longer than {MAX_NAME} characters"
+    else:
+        shown = ref if len(ref) <= 60 else ref[:57] + "..."
+        if "://" in ref:
+            kind = "a URI"
+        elif "/" in ref or "\\" in ref or ref.startswith("."):
+            kind = "a path"
+        elif not ref.isascii():
+            kind = "a name with non-ASCII characters"
+        elif ref != ref.lower():
+            kind = "a name with upper-case letters"
+        else:
+            kind = "not a bare skill name"
+        what = f"{shown!r} is {kind}"
+    return (
+        f"{what}; agent code may only invoke skills by bare name "
+        "(lower-case letters, digits and single hyphens, like 'file-read')"
+    )

@@ -1,0 +1,132 @@
+"""An asyncio event loop whose idle wait is the host's ``poll`` import.
+
+``asyncio.BaseEventLoop`` does all the scheduling (ready queue, timers, tasks);
+the only thing a loop needs from the outside world is "wait until something
+happens, at most ``timeout`` seconds", which BaseEventLoop asks of
+``self._selector.select(timeout)``. Here that wait is one host call that also
+carries the calls issued since the last wait, so ``asyncio.gather`` over
+several ``ctx.manager.invoke`` submits them in ONE batch and the host runs them
+concurrently. No threads are needed inside the guest.
+"""
+
+import functools
+import math
+from asyncio import base_events
+from json import dumps as _dumps  # bound now: agent code patching json must not break us
+from json import loads as _loads
+from time import monotonic as _monotonic
+from typing import Any
+
+from componentize_py_types import Err
+from wit_world.imports import host
+
+from ._api import host_error
+
+NO_TIMER = 4294967295  # u32 max: wait for a completion, no timer
+
+
+class HostStop(BaseException):
+    """The host ended the run (time limit, interrupt, malformed batch)."""
+
+
+class Deadlock(Exception):
+    """Agent code awaits something that can never complete."""
+
+
+class _HostSelector:
+    def __init__(self, loop) -> None:
+        self._loop = loop
+
+    def select(self, timeout):
+        self._loop._wait(timeout)
+        return ()
+
+    def close(self) -> None:
+        pass
+
+
+class GuestLoop(base_events.BaseEventLoop):
+    def __init__(self) -> None:
+        super().__init__()
+        self._selector = _HostSelector(self)
+        self._next_id = 0
+        self._outbox: list[str] = []
+        self._cancels: list[int] = []
+        self._pending: dict[int, Any] = {}
+
+    # BaseEventLoop hooks with no meaning here (no file descriptors, no threads).
+    def _process_events(self, event_list) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def submit(self, name: str, args_json: str):
+        """Queue a host call; returns the future of its result."""
+        self._next_id += 1
+        call_id = self._next_id
+        fut = self.create_future()
+        self._outbox.append(f"[{call_id},{_dumps(name)},{args_json}]")
+        self._pending[call_id] = fut
+        fut.add_done_callback(functools.partial(self._on_done, call_id))
+        return fut
+
+    def _on_done(self, call_id: int, fut) -> None:
+        if fut.cancelled() and self._pending.pop(call_id, None) is not None:
+            self._cancels.append(call_id)
+
+    def pending_calls(self) -> int:
+        return len(self._pending)
+
+    def _wait(self, timeout) -> None:
+        if not self._outbox and not self._cancels:
+            if not self._pending:
+                if timeout is None:
+                    raise Deadlock(
+                        "the code awaits something that can never complete "
+                        "(no host call is pending and no timer is set)"
+                    )
+                if timeout <= 0:
+                    return
+            elif timeout is not None and timeout <= 0:
+                return
+        self._poll(timeout)
+
+    def _poll(self, timeout) -> None:
+        """One host poll: submit new calls and cancels, wait up to ``timeout``
+        seconds (None: until a completion), resolve the completed futures."""
+        batch = '{"calls":[' + ",".join(self._outbox) + '],"cancel":' + _dumps(self._cancels) + "}"
+        self._outbox = []
+        self._cancels = []
+        if timeout is None:
+            ms = NO_TIMER
+        else:
+            ms = min(NO_TIMER - 1, max(0, math.ceil(timeout * 1000)))
+        try:
+            reply = host.poll(batch, ms)
+        except Err as e:
+            raise HostStop(str(e.value)) from None
+        for call_id, ok, payload in _loads(reply):
+            fut = self._pending.pop(call_id, None)
+            if fut is None or fut.done():
+                continue
+            if ok:
+                fut.set_result(payload)
+            else:
+                fut.set_exception(host_error(payload))
+
+    def block(self, seconds: float) -> None:
+        """Block for ``seconds`` inside the host (``time.sleep`` and friends), so
+        the time limit and interrupts apply; calls in flight keep completing."""
+        end = _monotonic() + seconds
+        while True:
+            left = end - _monotonic()
+            if left <= 0:
+                return
+            self._poll(left)
+
+    def abandon(self) -> None:
+        """Forget every pending call (the host cancels them when the run ends)."""
+        self._pending.clear()
+        self._outbox = []
+        self._cancels = []

@@ -1,0 +1,367 @@
+"""Runs one piece of agent code and reports it as a JSON envelope.
+
+Agent code is compiled with top-level ``await`` allowed, under the file name
+``<agent>``; tracebacks keep only frames of that file, so the model sees its own
+lines and none of this runtime. A last bare expression becomes the value (like
+a REPL). ``memory`` is the one name that persists
+from run to run; after every run it is snapshotted as JSON so the host can
+re-seed a fresh instance if this one has to be replaced.
+"""
+
+import ast
+import asyncio
+import builtins
+import inspect
+import linecache
+import re
+import sys
+import traceback
+from json import dumps as _dumps  # bound now: agent code patching json must not break us
+from json import loads as _loads
+from typing import Any
+
+from . import _blocking
+from ._api import Ctx, Finish, HostError
+from ._loop import Deadlock, GuestLoop, HostStop
+from ._output import BoundedOutput
+
+FILENAME = "<agent>"
+_VALUE = "__agent_value__"
+_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_CO_COROUTINE = inspect.CO_COROUTINE
+# Frames between the run() export and the agent's module frame when it runs in
+# the event loop; added to max_recursion so the agent gets its full depth.
+_LOOP_FRAMES = 16
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.memory: dict[str, Any] = {}
+        self._last_snapshot: str | None = "{}"
+        self.output_limit = 64 * 1024
+        self.max_recursion = 500
+        self.max_payload = 1024 * 1024
+        self._loop = GuestLoop()
+        asyncio.set_event_loop(self._loop)
+        self._ctx = Ctx(self)
+        self._finished = False
+        self._finish_json = "null"
+        _patch_asyncio_run(self)
+        _blocking.install(lambda: self._loop)
+
+    def reset(self) -> None:
+        """Back to the state of a new instance (after the build-time warm-up)."""
+        self.memory = {}
+        self._last_snapshot = "{}"
+        self._loop = GuestLoop()
+        asyncio.set_event_loop(self._loop)
+        linecache.cache.pop(FILENAME, None)
+
+    # -- setup ---------------------------------------------------------------
+
+    def _setup(self, setup: str) -> None:
+        cfg = _loads(setup)
+        limits = cfg.get("limits") or {}
+        self.output_limit = int(limits.get("output", self.output_limit))
+        self.max_recursion = int(limits.get("recursion", self.max_recursion))
+        self.max_payload = int(limits.get("payload", self.max_payload))
+        if "memory" in cfg:
+            seed = cfg["memory"]
+            self.memory = seed if isinstance(seed, dict) else {}
+            self._last_snapshot = None  # force a snapshot after the next run
+
+    # -- calls from agent code -------------------------------------------------
+
+    def submit(self, name: str, args_json: str):
+        if len(args_json) > self.max_payload:
+            raise ValueError(
+                f"ctx.manager.invoke({name!r}) args are too large: {len(args_json) // 1024} KB "
+                f"> {self.max_payload // 1024} KB (max_payload_kb)"
+            )
+        return self._loop.submit(name, args_json)
+
+    def finish(self, value) -> None:
+        try:
+            encoded = _dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"ctx.manager.finish() value must be JSON-serializable: {e}") from None
+        if len(encoded) > self.max_payload:
+            raise ValueError(
+                f"ctx.manager.finish() value is too large: {len(encoded) // 1024} KB "
+                f"> {self.max_payload // 1024} KB (max_payload_kb)"
+            )
+        self._finished = True
+        self._finish_json = encoded
+        raise Finish()
+
+    # -- the run export ------------------------------------------------------------
+
+    def run(self, code: str, setup: str) -> str:
+        if setup:
+            self._setup(setup)
+        out = BoundedOutput(self.output_limit)
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out
+        self._finished = False
+        self._finish_json = "null"
+        value_json = "null"
+        error = None
+        notes = []
+        ns = None
+        try:
+            linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
+            try:
+                parts = _compile(code)
+            except (SyntaxError, ValueError) as e:
+                error = _format_error(e)
+            else:
+                ns = {
+                    "__name__": "__main__",
+                    "__builtins__": builtins,
+                    "ctx": self._ctx,
+                    "memory": self.memory,
+                    "asyncio": asyncio,
+                    "HostError": HostError,
+                }
+                sys.setrecursionlimit(_depth() + _LOOP_FRAMES + self.max_recursion)
+                try:
+                    value_json = self._encode_value(self._execute(parts, ns))
+                except Finish:
+                    pass
+                except HostStop as e:
+                    error = str(e)
+                    self._loop = GuestLoop()
+                    asyncio.set_event_loop(self._loop)
+                except Deadlock as e:
+                    error = f"RuntimeError: {e}"
+                    self._loop = GuestLoop()
+                    asyncio.set_event_loop(self._loop)
+                except BaseException as e:
+                    error = _format_error(e)
+                left = self._loop.pending_calls()
+                if left:
+                    notes.append(
+                        f"[note: {left} ctx.manager.invoke() call(s) were still pending when the run "
+                        "ended and were cancelled; did you forget `await`?]"
+                    )
+                    self._loop.abandon()
+        finally:
+            sys.stdout, sys.stderr = saved
+        if self._finished:
+            value_json = self._finish_json
+            error = None
+        if ns is not None:
+            rebound = ns.get("memory")
+            if isinstance(rebound, dict) and rebound is not self.memory:
+                self.memory = rebound
+        snapshot, memory_note = self._snapshot()
+        if memory_note:
+            notes.append(memory_note)
+        if snapshot == self._last_snapshot:
+            snapshot = None
+        else:
+            self._last_snapshot = snapshot
+        output = out.getvalue()
+        if notes:
+            output = (output + "\n" if output and not output.endswith("\n") else output) + "\n".join(notes)
+        if error is not None and len(error) > self.output_limit:
+            error = error[: self.output_limit] + "\n[error message truncated]"
+        return (
+            '{"value":' + value_json
+            + ',"finished":' + ("true" if self._finished else "false")
+            + ',"output":' + _dumps(output)
+            + ',"error":' + _dumps(error)
+            + ',"memory":' + _dumps(snapshot)
+            + "}"
+        )
+
+    def _execute(self, parts, ns):
+        if not any(code.co_flags & _CO_COROUTINE for code, _ in parts):
+            value = None
+            for code, mode in parts:
+                result = eval(code, ns)
+                if mode == "expr":
+                    value = result
+                elif mode == "assigned":
+                    value = ns.pop(_VALUE, None)
+            if inspect.isawaitable(value):
+                return self.run_awaitable(value)
+            return value
+        return self.run_awaitable(_main(parts, ns))
+
+    def run_awaitable(self, aw):
+        loop = self._loop
+        if loop.is_running():
+            raise RuntimeError(
+                "asyncio.run() cannot be called here: agent code already runs in an event loop; "
+                "use `await` (top-level await works)"
+            )
+        task = asyncio.ensure_future(aw, loop=loop)
+        stopped = False
+        try:
+            return loop.run_until_complete(task)
+        except (HostStop, Deadlock):
+            stopped = True  # the host said stop: run no more agent code
+            raise
+        finally:
+            if not stopped:
+                if not task.done():
+                    task.cancel()
+                self._cancel_leftovers(loop)
+
+    def _cancel_leftovers(self, loop) -> None:
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if not tasks or loop.is_running():
+            return
+        for t in tasks:
+            t.cancel()
+        try:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        except (HostStop, Deadlock):
+            raise
+        except BaseException:
+            pass
+
+    def _encode_value(self, value) -> str:
+        if value is None:
+            return "null"
+        try:
+            encoded = _dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            try:
+                text = repr(value)
+            except Exception as e:  # a hostile __repr__
+                text = f"<unrepresentable {type(value).__name__}: {type(e).__name__}>"
+            encoded = _dumps(text[: self.max_payload])
+        if len(encoded) > self.max_payload:
+            raise ValueError(
+                f"the value of the last expression is too large: {len(encoded) // 1024} KB "
+                f"> {self.max_payload // 1024} KB (max_payload_kb); return less, or print a summary"
+            )
+        return encoded
+
+    def _snapshot(self):
+        try:
+            return _dumps(self.memory), None
+        except (TypeError, ValueError, RecursionError):
+            pass
+        kept, skipped = {}, []
+        for key, value in list(self.memory.items()):
+            try:
+                if not isinstance(key, str):
+                    raise TypeError("key is not a str")
+                _dumps(value)
+                kept[key] = value
+            except (TypeError, ValueError, RecursionError):
+                skipped.append(repr(key))
+        note = (
+            f"[note: memory[{', '.join(skipped)}] is not JSON-serializable, so it was not saved; "
+            "it stays available in this sandbox but would be lost if the sandbox is reset]"
+        )
+        return _dumps(kept), note
+
+
+async def _main(parts, ns):
+    value = None
+    for code, mode in parts:
+        result = eval(code, ns)
+        if code.co_flags & _CO_COROUTINE:
+            result = await result
+        if mode == "expr":
+            value = result
+        elif mode == "assigned":
+            value = ns.pop(_VALUE, None)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+_BLOCK = re.compile(r"(?:async\s+)?(?:for|while|if|elif|else|with|def|class|try|except|finally|match)\b.*:\s*(?:#.*)?$")
+_SIMPLE = re.compile(r"(?:import|from|return|pass|raise|del|assert|global|nonlocal|break|continue)\b")
+
+
+def _compile(code: str):
+    """Compile agent code into parts [(code object, mode)], mode "stmt", "expr" or "assigned".
+
+    The value of a last bare expression is wanted, which needs to know where the
+    last top-level statement starts. Fast path (about half the cost of a round trip
+    through ``ast``): the last statement starts at the last line that begins in
+    column 0; compile the text before it as statements and it alone as an
+    expression (padded with newlines so line numbers stay right). Both must
+    compile, so a wrong guess (a column-0 line inside brackets or a string)
+    just falls back to the ``ast`` path, which is always right.
+    """
+    lines = code.splitlines(True)
+    j = len(lines) - 1
+    while j >= 0 and (not lines[j].strip() or lines[j][0] in " \t#\f"):
+        j -= 1
+    if j < 0:
+        return [(compile(code, FILENAME, "exec", flags=_FLAGS), "stmt")]
+    first = lines[j]
+    if _SIMPLE.match(first) or _BLOCK.match(first.rstrip("\r\n")):
+        try:
+            return [(compile(code, FILENAME, "exec", flags=_FLAGS), "stmt")]
+        except SyntaxError:
+            pass
+    else:
+        try:
+            last = compile("\n" * j + "".join(lines[j:]), FILENAME, "eval", flags=_FLAGS)
+            if j == 0:
+                return [(last, "expr")]
+            body = compile("".join(lines[:j]), FILENAME, "exec", flags=_FLAGS)
+            return [(body, "stmt"), (last, "expr")]
+        except SyntaxError:
+            pass
+    return _compile_ast(code)
+
+
+def _compile_ast(code: str):
+    """The general path: a last bare expression becomes an assignment to _VALUE
+    (same line numbers, so tracebacks still point at the agent's line)."""
+    tree = ast.parse(code, FILENAME, "exec")
+    has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+    if has_value:
+        expr = tree.body[-1]
+        assert isinstance(expr, ast.Expr)
+        target = ast.Name(_VALUE, ast.Store())
+        tree.body[-1] = ast.copy_location(ast.Assign([ast.copy_location(target, expr)], expr.value), expr)
+    return [(compile(tree, FILENAME, "exec", flags=_FLAGS), "assigned" if has_value else "stmt")]
+
+
+def _depth() -> int:
+    frame: Any = sys._getframe()
+    n = 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+
+
+def _trim(te, seen) -> None:
+    """Keep only the agent's own frames, in the exception and its chain."""
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == FILENAME])
+    _trim(te.__cause__, seen)
+    _trim(te.__context__, seen)
+    for sub in getattr(te, "exceptions", None) or ():
+        _trim(sub, seen)
+
+
+def _format_error(exc: BaseException) -> str:
+    try:
+        te = traceback.TracebackException.from_exception(exc)
+        _trim(te, set())
+        return "".join(te.format()).rstrip("\n")
+    except BaseException as e:  # a hostile __str__ must not break reporting
+        return f"{type(exc).__name__} (could not be formatted: {type(e).__name__})"
+
+
+def _patch_asyncio_run(runner: Runner) -> None:
+    """Make ``asyncio.run(main())`` (a habit of many models) run on our loop."""
+
+    def run(main, *, debug=None, loop_factory=None):
+        return runner.run_awaitable(main)
+
+    run.__doc__ = asyncio.run.__doc__
+    asyncio.run = run

@@ -1,0 +1,410 @@
+"""Benchmark the agent-code sandbox side by side with Pydantic's Monty and Pyodide.
+
+    python benchmarks/bench_sandbox.py [--quick] [--json]
+
+Needs the ``sandbox`` extra (wasmtime, componentize-py); builds the component on
+first use (~20 s, cached). Monty (``pydantic-monty``, the ``bench`` extra) and
+Pyodide (``npm install pyodide`` into a temp dir; needs Node and npm) are
+measured when available and skipped with a note otherwise. Medians of many
+runs; the machine's noise shows in the spread, so run it twice.
+
+What each row measures:
+
+- load: deserialize the compiled component (once per process).
+- fresh: ``Sandbox.start()`` + first ``run("1")`` result (new Store, instance,
+  worker thread).
+- pooled: ``pool.acquire()`` + first ``run("1")`` result from a warm pool.
+- warm: a later ``run("1")`` on the same sandbox (asyncio -> worker thread ->
+  wasm -> back); "warm, worker thread" is the same without the asyncio hop,
+  and "guest only" is the time the guest itself spends (measured inside it).
+- call: one ``await ctx.manager.invoke(...)`` round trip to a no-op
+  ``call_host``; "call via pipeline" goes through the real ContextManager
+  pipeline (untrusted anonymous skill -> no-op skill).
+- RSS/sandbox: resident memory added per live sandbox with 50 alive (each has
+  run once). RSS counts a page of the compiled component's heap snapshot once per
+  instance that maps it, although all instances share one copy in the page cache;
+  PSS splits shared pages between their mappings, and "private" counts only pages
+  that belong to one instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+PYODIDE_DIR = Path(tempfile.gettempdir()) / "pyodide-bench"
+
+
+def rss_mb(pid: int | None = None) -> float:
+    path = f"/proc/{pid or 'self'}/status"
+    with open(path) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rollup_mb(pid: int | None = None) -> dict[str, float]:
+    """Pss and private (dirty + clean) memory from smaps_rollup, in MB."""
+    out: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid or 'self'}/smaps_rollup") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Private_Clean", "Private_Dirty"):
+                    out[key] = int(rest.split()[0]) / 1024
+    except OSError:
+        pass
+    out["Private"] = out.get("Private_Clean", 0.0) + out.get("Private_Dirty", 0.0)
+    return out
+
+
+def median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+# -- ours ------------------------------------------------------------------------------
+
+
+async def bench_ours(n: int) -> dict[str, Any]:
+    from agent_apps.sandbox import Sandbox, SandboxPool, _engine, build
+
+    build()
+    out: dict[str, Any] = {}
+    t = time.perf_counter()
+    _engine.runtime()
+    out["load_ms"] = (time.perf_counter() - t) * 1e3
+
+    async def noop(name: str, args: Any) -> None:
+        return None
+
+    # fresh sandbox, no pool
+    warmup = await Sandbox.start()
+    await warmup.run("1")
+    samples = []
+    for _ in range(max(10, n // 50)):
+        t = time.perf_counter()
+        s = await Sandbox.start(memory={"k": 1}, call_host=noop)
+        await s.run("1")
+        samples.append(time.perf_counter() - t)
+        await s.close()
+    out["fresh_us"] = median_us(samples)
+
+    # pooled
+    samples = []
+    async with SandboxPool(size=2) as pool:
+        for _ in range(max(10, n // 50)):
+            await pool.wait_ready()
+            await asyncio.sleep(0.03)
+            t = time.perf_counter()
+            s = await pool.acquire(memory={"k": 1}, call_host=noop)
+            await s.run("1")
+            samples.append(time.perf_counter() - t)
+            await s.close()
+    out["pooled_us"] = median_us(samples)
+
+    # warm runs
+    sb = await Sandbox.start(call_host=noop)
+    for _ in range(100):
+        await sb.run("1")
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await sb.run("1")
+        samples.append(time.perf_counter() - t)
+    out["warm_us"] = median_us(samples)
+    samples = []
+    for _ in range(max(10, n // 50)):
+        await asyncio.sleep(0.03)  # the same idle gap as the pooled measurement
+        t = time.perf_counter()
+        await sb.run("1")
+        samples.append(time.perf_counter() - t)
+    out["warm_idle_us"] = median_us(samples)
+
+    core = sb._core
+
+    def worker_loop() -> float:
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            core.run("1", 30.0)
+            ts.append(time.perf_counter() - t0)
+        return median_us(ts)
+
+    out["warm_worker_us"] = core.call(worker_loop)
+    guest = await sb.run(
+        "import sys, time\nr = sys.modules['sandbox_guest']._runner\nts = []\n"
+        "for _ in range(300):\n    t = time.perf_counter()\n    r.run('1', '')\n"
+        "    ts.append(time.perf_counter() - t)\n"
+        "sorted(ts)[150] * 1e6"
+    )
+    out["warm_guest_us"] = guest.value
+
+    # guest -> host call round trip
+    calls = 500
+    loop_code = f"for _ in range({calls}):\n    await ctx.manager.invoke('noop')"
+    base_code = f"for _ in range({calls}):\n    await asyncio.sleep(0)"
+    diffs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        r = await sb.run(loop_code)
+        a = time.perf_counter() - t
+        assert r.error is None, r.error
+        t = time.perf_counter()
+        await sb.run(base_code)
+        b = time.perf_counter() - t
+        diffs.append((a - b) / calls)
+    out["call_us"] = statistics.median(diffs) * 1e6
+    out["call_pipeline_us"] = await bench_pipeline_call(calls)
+    await sb.close()
+
+    # RSS per live sandbox, 50 alive
+    gc.collect()
+    before, roll0 = rss_mb(), rollup_mb()
+    many = [await Sandbox.start(memory={"i": i}) for i in range(50)]
+    for s in many:
+        await s.run("memory['i'] + 1")
+    after, roll1 = rss_mb(), rollup_mb()
+    out["rss_per_sandbox_mb"] = (after - before) / 50
+    out["pss_per_sandbox_mb"] = (roll1.get("Pss", 0) - roll0.get("Pss", 0)) / 50
+    out["private_per_sandbox_mb"] = (roll1["Private"] - roll0["Private"]) / 50
+    for s in many:
+        await s.close()
+    await warmup.close()
+    return out
+
+
+async def bench_pipeline_call(calls: int) -> float:
+    """One guest invoke of a no-op skill through the full pipeline."""
+    from agent_apps.manager import ContextManager
+    from agent_apps.sandbox import Sandbox
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    try:
+        (tmp / "skills").mkdir()
+        (tmp / "skills" / "noop.skill.py").write_text(
+            'frontmatter = {"description": "Does nothing."}\nasync def main(ctx, args):\n    return None\n'
+        )
+        cm = ContextManager(search_path=[tmp / "skills"], cwd=tmp, home=tmp / "home", env=False,
+                            project=False, user=False, entry_points=False)
+        holder: dict[str, Any] = {}
+
+        async def call_host(name: str, args: Any) -> Any:
+            return await holder["ctx"].manager.invoke(name, args)
+
+        sb = await Sandbox.start(call_host=call_host)
+
+        async def main(ctx: Any, args: Any) -> Any:
+            holder["ctx"] = ctx
+            return (await sb.run(args["code"])).to_json()
+
+        skill = {"name": "agent-code", "description": "bench", "allowed-tools": "noop", "main": main,
+                 "params": {"type": "object", "properties": {"code": {"type": "string"}}}}
+
+        async def timed(code: str) -> float:
+            t = time.perf_counter()
+            res = await cm.invoke(skill, {"code": code}, internals={"untrusted": True})
+            assert not res.get("error"), res
+            return time.perf_counter() - t
+
+        loop_code = f"for _ in range({calls}):\n    await ctx.manager.invoke('noop')"
+        base_code = f"for _ in range({calls}):\n    await asyncio.sleep(0)"
+        await timed(loop_code)
+        diffs = [(await timed(loop_code) - await timed(base_code)) / calls for _ in range(5)]
+        await sb.close()
+        return statistics.median(diffs) * 1e6
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- Monty -------------------------------------------------------------------------------
+
+
+def bench_monty(n: int) -> dict[str, Any]:
+    try:
+        import pydantic_monty as pm
+    except ImportError:
+        return {"skipped": "pydantic-monty is not installed (pip install 'agent-apps[bench]')"}
+    out: dict[str, Any] = {}
+    t = time.perf_counter()
+    pool = pm.Monty(min_processes=2, max_processes=60)
+    pool.__enter__()
+    out["pool_start_ms"] = (time.perf_counter() - t) * 1e3
+    try:
+        time.sleep(0.5)
+        samples = []
+        for _ in range(max(10, n // 50)):
+            t = time.perf_counter()
+            with pool.checkout() as s:
+                s.feed_run("1")
+                samples.append(time.perf_counter() - t)
+            time.sleep(0.03)
+        out["pooled_us"] = median_us(samples)
+        with pool.checkout() as s:
+            for _ in range(100):
+                s.feed_run("1")
+            samples = []
+            for _ in range(n):
+                t = time.perf_counter()
+                s.feed_run("1")
+                samples.append(time.perf_counter() - t)
+            out["warm_us"] = median_us(samples)
+
+        def noop() -> None:
+            return None
+
+        calls = 500  # a session allows 1000 suspensions (host calls): one session each
+        diffs = []
+        for _ in range(5):
+            with pool.checkout() as s:
+                s.feed_run("1")
+                t = time.perf_counter()
+                s.feed_run(f"for _ in range({calls}):\n    noop()", external_lookup={"noop": noop})
+                a = time.perf_counter() - t
+                t = time.perf_counter()
+                s.feed_run(f"for _ in range({calls}):\n    pass", external_lookup={"noop": noop})
+                b = time.perf_counter() - t
+                diffs.append((a - b) / calls)
+        out["call_us"] = statistics.median(diffs) * 1e6
+        # RSS per live session: 50 checked-out sessions, summed over worker processes
+        sessions = []
+        for i in range(50):
+            s = pool.checkout()
+            s.__enter__()
+            s.feed_run(f"x = {i}")
+            sessions.append(s)
+        kids = _children()
+        out["rss_per_sandbox_mb"] = sum(rss_mb(pid) for pid in kids) / 50
+        out["pss_per_sandbox_mb"] = sum(rollup_mb(pid).get("Pss", 0) for pid in kids) / 50
+        out["private_per_sandbox_mb"] = sum(rollup_mb(pid)["Private"] for pid in kids) / 50
+        out["workers"] = len(_children())
+        for s in sessions:
+            s.__exit__(None, None, None)
+    finally:
+        pool.__exit__(None, None, None)
+    return out
+
+
+def _children() -> list[int]:
+    me = str(os.getpid())
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[1] == me:
+                pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+# -- Pyodide ---------------------------------------------------------------------------------
+
+
+def bench_pyodide() -> dict[str, Any]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        return {"skipped": "node/npm not found"}
+    if not (PYODIDE_DIR / "node_modules" / "pyodide").exists():
+        PYODIDE_DIR.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([npm, "install", "--prefix", str(PYODIDE_DIR), "pyodide"],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            return {"skipped": f"npm install pyodide failed: {proc.stderr.strip()[-200:]}"}
+    script = PYODIDE_DIR / "pyodide_bench.mjs"
+    shutil.copy(HERE / "pyodide_bench.mjs", script)
+    proc = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=300, cwd=PYODIDE_DIR)
+    if proc.returncode != 0:
+        return {"skipped": f"pyodide run failed: {proc.stderr.strip()[-300:]}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def fmt(v: Any, unit: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if unit == "us":
+        return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} us"
+    if unit == "ms":
+        return f"{v:.0f} ms" if v >= 100 else f"{v:.1f} ms"
+    return f"{v:.1f} MB"
+
+
+def report(ours: dict[str, Any], monty: dict[str, Any], pyo: dict[str, Any]) -> str:
+    def m(key: str) -> Any:
+        return monty.get(key) if "skipped" not in monty else None
+
+    def p(key: str, scale: float = 1.0) -> Any:
+        return pyo[key] * scale if "skipped" not in pyo and key in pyo else None
+
+    rows: list[tuple[str, str, Any, Any, Any, str]] = [
+        ("start-up (load / pool start)", "ms", ours["load_ms"], m("pool_start_ms"), p("load_ms"), "-"),
+        ("first result, pooled (after 30 ms idle)", "us", ours["pooled_us"], m("pooled_us"), None, "<= 250 us"),
+        ("first result, fresh (no pool)", "us", ours["fresh_us"], None, p("first_ms", 1000), "<= 3 ms"),
+        ("warm run", "us", ours["warm_us"], m("warm_us"), p("warm_ms", 1000), "<= 100 us"),
+        ("  warm, after 30 ms idle (control)", "us", ours["warm_idle_us"], None, None, "profile"),
+        ("  warm, worker thread (no asyncio hop)", "us", ours["warm_worker_us"], None, None, "profile"),
+        ("  warm, guest only (inside wasm)", "us", ours["warm_guest_us"], None, None, "profile"),
+        ("guest -> host call", "us", ours["call_us"], m("call_us"), p("call_us"), "report"),
+        ("guest -> no-op skill via pipeline", "us", ours["call_pipeline_us"], None, None, "<= 75 us"),
+        ("RSS per live sandbox (50 alive)", "MB", ours["rss_per_sandbox_mb"], m("rss_per_sandbox_mb"),
+         p("rss_mb"), "<= 8 MB"),
+        ("  PSS per live sandbox (shared split)", "MB", ours["pss_per_sandbox_mb"], m("pss_per_sandbox_mb"),
+         None, "profile"),
+        ("  private memory per live sandbox", "MB", ours["private_per_sandbox_mb"], m("private_per_sandbox_mb"),
+         None, "profile"),
+    ]
+    head = f"| {'measure':<44} | {'agent-apps (wasm)':>17} | {'Monty':>9} | {'Pyodide':>9} | {'target':>9} |"
+    lines = [head, "|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|"]
+    for name, unit, a, b, c, target in rows:
+        lines.append(f"| {name:<44} | {fmt(a, unit):>17} | {fmt(b, unit):>9} | {fmt(c, unit):>9} | {target:>9} |")
+    notes = []
+    if "skipped" in monty:
+        notes.append(f"Monty skipped: {monty['skipped']}")
+    if "skipped" in pyo:
+        notes.append(f"Pyodide skipped: {pyo['skipped']}")
+    else:
+        notes.append(f"Pyodide ({pyo.get('node')}): RSS is the whole Node process with one interpreter; "
+                     "its 'fresh' column is the first runPython after load.")
+    if "skipped" not in monty:
+        notes.append(f"Monty: RSS summed over {monty.get('workers')} worker processes / 50 sessions.")
+    return "\n".join(lines + [""] + notes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer samples")
+    ap.add_argument("--json", action="store_true", help="print raw figures as JSON too")
+    args = ap.parse_args()
+    n = 300 if args.quick else 2000
+    ours = asyncio.run(bench_ours(n))
+    monty = bench_monty(n)
+    pyo = bench_pyodide()
+    print(report(ours, monty, pyo))
+    if args.json:
+        print(json.dumps({"agent_apps": ours, "monty": monty, "pyodide": pyo}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

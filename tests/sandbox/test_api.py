@@ -1,0 +1,487 @@
+"""The guest API (CONTRACT section 6) and the host API of the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from agent_apps.sandbox import RunResult, SandboxLimits
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_last_expression_is_the_value(sb):
+    res = await sb.run("x = 20\nx + 22")
+    assert res == RunResult(value=42, duration=res.duration)
+    assert res.ok and not res.finished and not res.replaced
+
+
+async def test_print_output_is_returned(sb):
+    res = await sb.run("print('hello'); print('world', end='!')")
+    assert res.output == "hello\nworld!"
+    assert res.value is None
+
+
+async def test_stderr_is_captured_too(sb):
+    res = await sb.run("import sys; sys.stderr.write('oops\\n')")
+    assert res.output == "oops\n"
+
+
+async def test_top_level_await_and_invoke(sb, host):
+    res = await sb.run("r = await ctx.manager.invoke('echo', {'a': 1})\nr['a'] + 1")
+    assert res.value == 2
+    assert res.calls == 1
+    assert host.calls == [("echo", {"a": 1})]
+
+
+async def test_invoke_without_args_sends_none(sb, host):
+    await sb.run("await ctx.manager.invoke('echo')")
+    assert host.calls == [("echo", None)]
+
+
+async def test_last_bare_invoke_is_awaited(sb):
+    res = await sb.run("ctx.manager.invoke('echo', {'v': 3})")
+    assert res.value == {"v": 3}
+
+
+async def test_gather_runs_host_calls_concurrently(sb, host):
+    code = (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "r = await asyncio.gather(*(ctx.manager.invoke('sleep', {'seconds': 0.3}) for _ in range(3)))\n"
+        "[r, time.monotonic() - t]"
+    )
+    t0 = time.monotonic()
+    res = await sb.run(code)
+    elapsed = time.monotonic() - t0
+    assert res.error is None
+    assert res.value[0] == ["slept"] * 3
+    assert elapsed < 0.75, elapsed  # sequential would take 0.9 s
+    assert len(host.calls) == 3
+
+
+async def test_asyncio_features_work(sb):
+    code = (
+        "async def one(i):\n"
+        "    await asyncio.sleep(0.01)\n"
+        "    return await ctx.manager.invoke('add', {'a': i, 'b': 1})\n"
+        "async with asyncio.TaskGroup() as tg:\n"
+        "    tasks = [tg.create_task(one(i)) for i in range(3)]\n"
+        "try:\n"
+        "    await asyncio.wait_for(ctx.manager.invoke('sleep', {'seconds': 5}), 0.05)\n"
+        "except TimeoutError:\n"
+        "    timed_out = True\n"
+        "[t.result() for t in tasks] + [timed_out]"
+    )
+    res = await sb.run(code)
+    assert res.error is None, res.error
+    assert res.value == [1, 2, 3, True]
+
+
+async def test_asyncio_run_habit_works(sb):
+    res = await sb.run("async def main():\n    return await ctx.manager.invoke('echo', {'x': 1})\nasyncio.run(main())")
+    assert res.value == {"x": 1}
+
+
+async def test_finish_ends_the_run(sb):
+    res = await sb.run("ctx.manager.finish({'count': 3})\nprint('not reached')")
+    assert res.finished and res.value == {"count": 3}
+    assert res.output == ""
+
+
+async def test_finish_is_not_swallowed_by_except_exception(sb):
+    res = await sb.run("try:\n    ctx.manager.finish(1)\nexcept Exception:\n    print('caught')")
+    assert res.finished and res.value == 1 and res.output == ""
+
+
+async def test_finish_inside_a_gathered_task(sb):
+    res = await sb.run(
+        "async def f():\n    await asyncio.sleep(0)\n    ctx.manager.finish('from task')\n"
+        "await asyncio.gather(f(), ctx.manager.invoke('sleep', {'seconds': 0.01}))"
+    )
+    assert res.finished and res.value == "from task"
+
+
+async def test_finish_needs_json(sb):
+    res = await sb.run("ctx.manager.finish({1, 2})")
+    assert not res.finished
+    assert "TypeError: ctx.manager.finish() value must be JSON-serializable" in res.error
+
+
+async def test_raise_gives_a_trimmed_traceback(sb):
+    res = await sb.run("def check(x):\n    raise ValueError('why')\n\ncheck(1)")
+    assert res.error.startswith("Traceback (most recent call last):")
+    assert 'File "<agent>", line 4, in <module>' in res.error
+    assert 'File "<agent>", line 2, in check' in res.error
+    assert res.error.rstrip().endswith("ValueError: why")
+    # no frames of the guest runtime, asyncio or componentize-py
+    for leak in ("sandbox_guest", "asyncio", "_runner", "/python/", "componentize"):
+        assert leak not in res.error
+
+
+async def test_traceback_through_await_is_trimmed(sb):
+    res = await sb.run("async def f():\n    await ctx.manager.invoke('fail', {'message': 'boom'})\nawait f()")
+    assert "asyncio" not in res.error and "sandbox_guest" not in res.error
+    assert 'line 2, in f' in res.error
+    assert res.error.endswith("ValueError: boom")
+
+
+async def test_syntax_error_is_reported(sb):
+    res = await sb.run("x = = 1")
+    assert "SyntaxError" in res.error and "<agent>" in res.error
+
+
+async def test_host_errors_arrive_as_named_exceptions(sb):
+    code = (
+        "try:\n"
+        "    await ctx.manager.invoke('not-allowed')\n"
+        "except HostError as e:\n"
+        "    r = [type(e).__name__, e.type, str(e), isinstance(e, Exception)]\n"
+        "r"
+    )
+    res = await sb.run(code)
+    assert res.value[0] == "ToolNotAllowed" and res.value[1] == "ToolNotAllowed"
+    assert "not in allowed-tools" in res.value[2] and res.value[3] is True
+    res = await sb.run("await ctx.manager.invoke('not-allowed')")
+    assert res.error.splitlines()[-1].startswith("ToolNotAllowed: agent may not call not-allowed")
+
+
+async def test_memory_is_seeded_and_persists(sb):
+    assert sb.memory == {"seed": 1}
+    res = await sb.run("memory['n'] = memory.get('n', 0) + memory['seed']\nmemory['n']")
+    assert res.value == 1
+    res = await sb.run("memory['n'] += 1\nmemory['n']")
+    assert res.value == 2
+    assert sb.memory == {"seed": 1, "n": 2}
+
+
+async def test_other_globals_do_not_persist(sb):
+    await sb.run("x = 1")
+    res = await sb.run("x")
+    assert "NameError" in res.error
+
+
+async def test_rebinding_memory_keeps_the_new_dict(sb):
+    await sb.run("memory = {'fresh': True}")
+    assert sb.memory == {"fresh": True}
+    assert (await sb.run("memory")).value == {"fresh": True}
+
+
+async def test_non_json_memory_values_are_skipped_with_a_note(sb):
+    res = await sb.run("memory['ok'] = [1]\nmemory['s'] = {1, 2}\nmemory['f'] = lambda: 1")
+    assert "memory['s', 'f']" in res.output or ("'s'" in res.output and "'f'" in res.output)
+    assert "not JSON-serializable" in res.output
+    assert sb.memory == {"seed": 1, "ok": [1]}
+    # still available inside this sandbox
+    assert (await sb.run("sorted(memory['s'])")).value == [1, 2]
+
+
+async def test_non_json_value_is_returned_as_repr(sb):
+    assert (await sb.run("{1, 2}")).value == "{1, 2}"
+
+
+async def test_memory_seed_must_be_json():
+    from agent_apps.sandbox import Sandbox
+
+    with pytest.raises(TypeError, match="JSON"):
+        await Sandbox.start(memory={"x": {1}})
+
+
+async def test_unawaited_calls_are_reported(sb, host):
+    res = await sb.run("ctx.manager.invoke('echo')\n1")
+    assert res.value == 1
+    assert "did you forget `await`" in res.output
+
+
+async def test_non_json_args_fail_on_the_agents_line(sb, host):
+    res = await sb.run("await ctx.manager.invoke('echo', {'s': {1, 2}})")
+    assert "TypeError: ctx.manager.invoke('echo') args must be JSON-serializable" in res.error
+    assert 'File "<agent>", line 1' in res.error
+    assert host.calls == []
+
+
+async def test_non_json_host_result_is_an_error(sb):
+    res = await sb.run("await ctx.manager.invoke('weird')")
+    assert "ResultInvalid" in res.error and "not JSON" in res.error
+
+
+async def test_output_is_truncated_with_a_notice(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(limits=SandboxLimits(output_kb=1), call_host=host)
+    try:
+        res = await s.run("for i in range(1000):\n    print('line', i)")
+        assert len(res.output) < 1024 + 200
+        assert "[output truncated:" in res.output and "output_kb" in res.output
+        assert res.output.startswith("line 0\n")
+    finally:
+        await s.close()
+
+
+async def test_call_count_limit(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(limits=SandboxLimits(max_calls=5), call_host=host)
+    try:
+        res = await s.run("for i in range(10):\n    await ctx.manager.invoke('echo')")
+        assert "LimitExceeded: too many ctx.manager.invoke() calls in one run (limit 5, max_calls)" in res.error
+        assert len(host.calls) == 5
+        res = await s.run("await ctx.manager.invoke('echo', {'again': True})")  # the count is per run
+        assert res.ok
+    finally:
+        await s.close()
+
+
+async def test_recursion_limit_is_configurable(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(limits=SandboxLimits(max_recursion=100), call_host=host)
+    try:
+        code = "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\nf(%d)"
+        assert (await s.run(code % 80)).value == 80
+        res = await s.run(code % 200)
+        assert res.error.splitlines()[-1].startswith("RecursionError")
+        assert not res.replaced
+    finally:
+        await s.close()
+
+
+async def test_timeout_while_computing_resets_and_restores_memory(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(memory={"a": 1}, limits=SandboxLimits(timeout=0.5), call_host=host)
+    try:
+        await s.run("memory['b'] = 2")
+        res = await s.run("memory['c'] = 3\nwhile True:\n    pass")
+        assert res.replaced
+        assert res.error.startswith("TimeoutError: the code ran longer than its time limit of 0.5 s")
+        assert "reset" in res.notice and "memory restored" in res.notice
+        assert (await s.run("memory")).value == {"a": 1, "b": 2}
+    finally:
+        await s.close()
+
+
+async def test_timeout_while_awaiting_does_not_reset(sb):
+    res = await sb.run("await ctx.manager.invoke('sleep', {'seconds': 10})", timeout=0.3)
+    assert res.error.startswith("TimeoutError") and not res.replaced
+    assert (await sb.run("memory['seed']")).value == 1
+
+
+async def test_per_run_timeout_override(sb):
+    res = await sb.run("import time\nwhile True: pass", timeout=0.2)
+    assert res.replaced and "0.2 s" in res.error
+
+
+async def test_interrupt_stops_running_code(sb):
+    task = asyncio.ensure_future(sb.run("while True:\n    pass"))
+    await asyncio.sleep(0.2)
+    sb.interrupt()
+    res = await task
+    assert res.replaced and res.error.startswith("Interrupted")
+    assert (await sb.run("1")).value == 1
+
+
+async def test_cancelling_the_awaiting_task_stops_the_guest(sb):
+    threads = threading.active_count()
+    task = asyncio.ensure_future(sb.run("while True:\n    pass"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await sb.run("2")).value == 2
+    assert threading.active_count() <= threads
+
+
+async def test_cancelling_while_awaiting_host_calls(sb, host):
+    task = asyncio.ensure_future(sb.run("await ctx.manager.invoke('sleep', {'seconds': 30})"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await sb.run("3")).value == 3
+
+
+async def test_event_loop_is_not_blocked_by_a_runaway_guest(sb):
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    t = asyncio.ensure_future(ticker())
+    await sb.run("while True: pass", timeout=0.5)
+    t.cancel()
+    assert ticks >= 5  # the loop kept running while the guest spun
+
+
+async def test_runs_on_one_sandbox_are_serialized(sb):
+    a, b = await asyncio.gather(sb.run("memory['x'] = 1\n1"), sb.run("memory.get('x')"))
+    assert a.value == 1 and b.value == 1
+
+
+async def test_close_is_idempotent_and_final(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(call_host=host)
+    await s.close()
+    await s.close()
+    assert s.closed
+    with pytest.raises(RuntimeError, match="closed"):
+        await s.run("1")
+
+
+async def test_close_while_running_stops_the_guest_first(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start(call_host=host)
+    task = asyncio.ensure_future(s.run("while True: pass"))
+    await asyncio.sleep(0.1)
+    await s.close()
+    res = await task
+    assert res.error.startswith("Interrupted")
+
+
+async def test_no_call_host(host):
+    from agent_apps.sandbox import Sandbox
+
+    s = await Sandbox.start()
+    try:
+        res = await s.run("await ctx.manager.invoke('echo')")
+        assert "SandboxError: this sandbox has no host functions" in res.error
+    finally:
+        await s.close()
+
+
+async def test_deadlock_is_reported(sb):
+    res = await sb.run("await asyncio.get_running_loop().create_future()")
+    assert "can never complete" in res.error
+
+
+async def test_pool_gives_ready_sandboxes(host):
+    from agent_apps.sandbox import SandboxPool
+
+    async with SandboxPool(size=2) as pool:
+        await pool.wait_ready()
+        a = await pool.acquire(memory={"who": "a"}, call_host=host)
+        b = await pool.acquire(memory={"who": "b"}, limits=SandboxLimits(output_kb=2), call_host=host)
+        c = await pool.acquire(memory={"who": "c"})  # pool empty: made on demand
+        try:
+            assert [(await x.run("memory['who']")).value for x in (a, b, c)] == ["a", "b", "c"]
+            assert b.limits.output_kb == 2
+            assert (await a.run("await ctx.manager.invoke('echo', {'k': 1})")).value == {"k": 1}
+        finally:
+            for x in (a, b, c):
+                await x.close()
+
+
+def test_limits_validation():
+    with pytest.raises(ValueError, match="timeout"):
+        SandboxLimits(timeout=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        SandboxLimits(memory_mb=8)
+    assert SandboxLimits.from_config({"timeout": 5, "memory_mb": 128}).timeout == 5
+    with pytest.raises(ValueError, match="unknown sandbox limit"):
+        SandboxLimits.from_config({"timout": 5})
+
+
+def test_run_result_for_model():
+    assert RunResult(output="hi\n", value=3).for_model() == "hi\n3"
+    assert RunResult(value={"a": 1}, finished=True).for_model() == 'finished with: {"a": 1}'
+    text = RunResult(error="ValueError: x", replaced=True, notice="the sandbox was reset").for_model()
+    assert text == "ValueError: x\n[the sandbox was reset]"
+
+
+def test_importing_the_package_does_not_import_wasmtime():
+    code = "import sys, agent_apps.sandbox as s; s.SandboxLimits(); print('wasmtime' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "code, value",
+    [
+        ("x = [\n1,\n2]\nx", [1, 2]),
+        ("y = (1 +\n2)", None),
+        ("(1 +\n2)", 3),
+        ("s = '''\nabc\n'''\ns", "\nabc\n"),
+        ("for i in range(3):\n    pass\ni", 2),
+        ("for i in range(3):\n    i", None),
+        ("if True:\n    v = 1\nelse:\n    v = 2\nv", 1),
+        ("def f():\n    return 5\n\nf()  # comment\n\n", 5),
+        ("1\n# trailing comment", 1),
+        ("import math\nmath.floor(2.5)", 2),
+        ("x = 1 + \\\n2\nx", 3),
+        ("(1\nif True else 0)", 1),
+        ("from_x = 4\nfrom_x", 4),
+        ("@staticmethod\ndef g():\n    pass", None),
+        ("", None),
+        ("# only a comment", None),
+        ("async def f():\n    return 7\nawait f()", 7),
+        ("x = await ctx.manager.invoke('echo', {'a': 1})\nx['a']", 1),
+    ],
+)
+async def test_last_expression_detection(sb, code, value):
+    res = await sb.run(code)
+    assert res.error is None, res.error
+    assert res.value == value
+
+
+@pytest.mark.parametrize("code, line", [("x = 1\n\n1/0", 3), ("a = 1\nb = 2\nundefined_name", 3), ("1/0\nx = 2", 1)])
+async def test_error_line_numbers(sb, code, line):
+    res = await sb.run(code)
+    assert f'File "<agent>", line {line}, in <module>' in res.error
+
+
+def test_process_exits_cleanly_with_guests_still_running(tmp_path):
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import asyncio\nfrom agent_apps.sandbox import Sandbox, SandboxPool\n"
+        "async def main():\n"
+        "    sb = await Sandbox.start()\n"
+        "    pool = SandboxPool(size=2)\n"
+        "    asyncio.ensure_future(sb.run('while True: pass'))\n"
+        "    await asyncio.sleep(0.2)\n"
+        "    sb._core.submit(sb._core.run, 'while True: pass', 30.0)  # still running at exit\n"
+        "asyncio.run(main())\nprint('exiting')\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "exiting"
+
+
+async def test_time_sleep_counts_against_the_time_limit(sb):
+    res = await sb.run("import time\ntime.sleep(30)", timeout=0.3)
+    assert res.error.startswith("TimeoutError") and not res.replaced
+    assert (await sb.run("import time\ntime.sleep(0.01)\n'ok'")).value == "ok"
+
+
+async def test_interrupt_reaches_a_sleeping_guest(sb):
+    task = asyncio.ensure_future(sb.run("import time\ntime.sleep(30)"))
+    await asyncio.sleep(0.2)
+    sb.interrupt()
+    res = await task
+    assert res.error.startswith("Interrupted")
+
+
+async def test_watchdog_replaces_a_worker_stuck_in_a_host_call(host):
+    """A WASI wait the guest runtime does not reroute (here: the original select,
+    dug out of the runtime) blocks in the host where epochs cannot reach: the
+    watchdog gives up on that worker and carries the sandbox over to a new one."""
+    from agent_apps.sandbox import Sandbox, _host
+
+    s = await Sandbox.start(memory={"kept": True}, limits=SandboxLimits(timeout=0.2), call_host=host)
+    old_grace, _host.WATCHDOG_GRACE = _host.WATCHDOG_GRACE, 0.3
+    try:
+        res = await s.run("import sys\nsys.modules['sandbox_guest._blocking']._select([], [], [], 3)")
+        assert res.replaced and "blocked in a system call" in res.error
+        assert (await s.run("memory")).value == {"kept": True}
+    finally:
+        _host.WATCHDOG_GRACE = old_grace
+        await s.close()
