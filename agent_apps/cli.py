@@ -195,6 +195,34 @@ def cmd_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the visible skills over MCP: stdio by default, streamable HTTP with --http."""
+    try:
+        import anyio
+
+        from .mcp import server as mcp_server
+    except ImportError as exc:
+        raise UsageError(f"'agent-apps mcp' needs the mcp package: pip install 'agent-apps[mcp]' ({exc})") from None
+    cm = _manager(args)
+    if args.http is None:
+        anyio.run(mcp_server.serve_stdio, cm)
+        return EXIT_OK
+    host, sep, port = args.http.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", args.http
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit():
+        raise UsageError(f"--http {args.http}: expected HOST:PORT or PORT")
+    token = os.environ.get("AGENT_APPS_MCP_TOKEN") or None
+
+    def ready(url: str) -> None:
+        auth = " (Authorization: Bearer $AGENT_APPS_MCP_TOKEN required)" if token else ""
+        print(f"agent-apps: serving MCP on {url}{auth}", file=sys.stderr, flush=True)
+
+    anyio.run(lambda: mcp_server.serve_http(cm, host, int(port), path=args.http_path, token=token, ready=ready))
+    return EXIT_OK
+
+
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     from .sandbox import build
 
@@ -312,6 +340,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=cmd_config)
+
+    p = sub.add_parser("mcp", parents=[common], help="serve the skills as MCP tools (stdio, or --http)")
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on HOST:PORT (HOST defaults to 127.0.0.1) instead of stdio; "
+        "set AGENT_APPS_MCP_TOKEN to require a bearer token",
+    )
+    p.add_argument("--http-path", default="/mcp", metavar="PATH", help="the HTTP endpoint path (default /mcp)")
+    p.set_defaults(run=cmd_mcp)
 
     p = sub.add_parser("sandbox", help="manage the WebAssembly sandbox")
     sandbox = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)

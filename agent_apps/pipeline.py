@@ -96,6 +96,13 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise
+    except asyncio.CancelledError:
+        # The task was cancelled (Ctrl-C, a timeout, a client's cancel): tell whoever
+        # listens on this invocation's signal (threads, sandboxes, providers) before
+        # the signal is detached below.
+        if ctx._signal is not None:
+            ctx._signal.cancel("cancelled")
+        raise
     finally:
         ctx._close()
 

@@ -35,7 +35,7 @@ __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginError", "hookimpl", "h
 
 #: Plugins of agent-apps itself, registered in every ContextManager (by module name,
 #: so that nothing heavy is imported until a hook runs).
-BUILTIN_PLUGINS: tuple[str, ...] = ()
+BUILTIN_PLUGINS: tuple[str, ...] = ("agent_apps.mcp.plugin",)
 
 ENTRY_POINT_GROUP = "agent_apps.skills"
 hookspec = pluggy.HookspecMarker("agent_apps")

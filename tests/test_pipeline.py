@@ -302,3 +302,29 @@ async def test_signal_wait():
     signal = Signal()
     threading.Timer(0.05, signal.cancel, args=("timer",)).start()
     assert await asyncio.wait_for(signal.wait(), 5) == "timer"
+
+
+async def test_cancelling_the_task_reaches_nested_signal_listeners(write_skill, context_manager):
+    write_skill("outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("inner")\n')
+    write_skill(
+        "inner",
+        """
+        import asyncio
+        frontmatter = {}
+        async def main(ctx, args):
+            ctx.signal.add_callback(lambda reason: ctx.manager.emit("inner-heard", {"reason": reason}))
+            ctx.manager.emit("inner-started", {})
+            await asyncio.sleep(30)
+        """,
+    )
+    heard = []
+    context_manager.events.subscribe("inner-*", lambda topic, event: heard.append(topic))
+    task = asyncio.ensure_future(context_manager.invoke("outer"))
+    for _ in range(100):
+        if heard:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert heard == ["inner-started", "inner-heard"]

@@ -1,0 +1,417 @@
+"""External MCP servers as skills (``mcp_servers:`` in the config cascade).
+
+::
+
+    # ~/.agent-apps/config.yaml or ./agent-apps.yaml
+    mcp_servers:
+      files:                               # stdio: a command
+        command: npx
+        args: ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+        env: {LOG_LEVEL: warn}             # added to a minimal default environment
+        cwd: /tmp
+      search:                              # streamable HTTP: a URL
+        url: https://example.com/mcp
+        headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}   # ${VAR} from the environment
+
+Each tool becomes a skill named ``SERVER-TOOL`` (normalized to ``[a-z0-9-]``) with the
+tool's input schema as ``params`` and its output schema as ``metadata.returns``.
+
+Connections run on one background thread with its own event loop, so the catalog
+(which is synchronous) can list a server's tools, and every caller's event loop can
+call them. A server is connected the first time a catalog is built, its tool list is
+cached, and it is closed at exit (or by :func:`close_servers`). A server that fails to
+start is reported as a load error (``agent-apps list`` shows it) and contributes no
+skills; a server that dies makes its own tools fail with a clear error (the next call
+reconnects once) and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import json
+import os
+import re
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SkillFailed, SkillLoadError
+from ..skill import Skill
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["MCPServerError", "ServerConnection", "close_servers", "mcp_skills", "skill_name"]
+
+DEFAULT_STARTUP_TIMEOUT = 30.0
+
+
+class MCPServerError(SkillFailed):
+    """A mounted MCP server could not be reached, or its tool reported an error."""
+
+
+def skill_name(server: str, tool: str) -> str:
+    """``SERVER-TOOL`` normalized to ``[a-z0-9-]+``."""
+    return _norm(f"{_norm(server)}-{_norm(tool)}")
+
+
+def _norm(text: str) -> str:
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", text)  # camelCase -> camel-case
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "tool"
+
+
+# -- the background runtime ---------------------------------------------------------------
+
+
+class _Runtime:
+    """One daemon thread running an event loop for every MCP connection."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="agent-apps-mcp", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+
+_runtime: _Runtime | None = None
+_runtime_lock = threading.Lock()
+_connections: weakref.WeakSet[ServerConnection] = weakref.WeakSet()
+
+
+def _get_runtime() -> _Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = _Runtime()
+            atexit.register(_close_everything)
+        return _runtime
+
+
+def _close_everything() -> None:
+    for conn in list(_connections):
+        conn.close(timeout=5)
+
+
+# -- one connection -----------------------------------------------------------------------
+
+
+class ServerConnection:
+    """One configured MCP server: connect, list tools, call tools, close."""
+
+    def __init__(self, name: str, spec: Mapping[str, Any]) -> None:
+        self.name = name
+        self.spec = dict(spec)
+        self.startup_timeout = float(spec.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
+        timeout = spec.get("timeout")
+        self.call_timeout: float | None = float(timeout) if timeout else None
+        self.tools: list[Any] | None = None
+        self.error: str | None = None
+        self._client: Any = None
+        self._closing: asyncio.Event | None = None
+        self._task: concurrent.futures.Future[Any] | None = None
+        self._lock = threading.Lock()
+        _connections.add(self)
+
+    # -- lifecycle (blocking, any thread) ----------------------------------------------------
+
+    def start(self) -> concurrent.futures.Future[list[Any]]:
+        """Begin connecting; the future resolves to the tool list."""
+        with self._lock:
+            runtime = _get_runtime()
+            ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
+            self._task = runtime.submit(self._run(ready))
+            return ready
+
+    def connect(self) -> list[Any]:
+        """Connect (if not connected) and return the tool list; raises MCPServerError."""
+        if self._client is not None and self.tools is not None:
+            return self.tools
+        ready = self.start()
+        return self.wait(ready)
+
+    def wait(self, ready: concurrent.futures.Future[list[Any]]) -> list[Any]:
+        try:
+            self.tools = ready.result(timeout=self.startup_timeout)
+            self.error = None
+            return self.tools
+        except concurrent.futures.TimeoutError:
+            self.close(timeout=1)
+            self.error = f"no answer within {self.startup_timeout:g} s (startup_timeout)"
+        except BaseException as exc:
+            self.error = _describe(exc)
+        raise MCPServerError(self.name, f"MCP server {self.name!r} failed to start: {self.error}")
+
+    def close(self, timeout: float = 5) -> None:
+        """Disconnect (stops a stdio server's process). Safe to call twice."""
+        task, closing, runtime = self._task, self._closing, _runtime
+        if task is None or runtime is None or task.done():
+            return
+        if closing is not None:
+            runtime.loop.call_soon_threadsafe(closing.set)
+        try:
+            task.result(timeout=timeout)
+        except BaseException:
+            task.cancel()
+
+    async def _run(self, ready: concurrent.futures.Future[list[Any]]) -> None:
+        from mcp import Client
+
+        self._closing = asyncio.Event()
+        try:
+            async with _transport(self.spec) as transport:
+                async with Client(transport, mode=self.spec.get("mode") or "auto") as client:
+                    tools = await _list_all_tools(client)
+                    self._client = client
+                    ready.set_result(tools)
+                    await self._closing.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                self.error = f"disconnected: {_describe(exc)}"
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._client = None
+
+    # -- calls (async, any event loop) ---------------------------------------------------------
+
+    async def call(self, tool: str, args: dict[str, Any], skill: str) -> Any:
+        """Call ``tool`` from any event loop; the result as a skill returns it."""
+        if self._client is None:  # never connected, or died: reconnect once
+            ready = self.start()
+            try:
+                await asyncio.wrap_future(ready)
+                self.tools, self.error = ready.result(), None
+            except Exception as exc:
+                self.error = _describe(exc)
+                raise MCPServerError(skill, f"MCP server {self.name!r} is not available: {self.error}") from None
+        client = self._client
+        runtime = _get_runtime()
+        holder: dict[str, Any] = {}
+
+        async def run() -> Any:
+            import anyio
+
+            # An anyio scope (not a bare task.cancel() from another thread) so that the mcp
+            # client abandons the request properly and sends notifications/cancelled.
+            with anyio.CancelScope() as scope:
+                holder["scope"] = scope
+                if holder.get("cancelled"):
+                    return None
+                return await client.call_tool(tool, args, read_timeout_seconds=self.call_timeout)
+            return None
+
+        future = runtime.submit(run())
+        try:
+            result = await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            holder["cancelled"] = True
+
+            def cancel() -> None:
+                scope = holder.get("scope")
+                if scope is not None:
+                    scope.cancel()
+
+            runtime.loop.call_soon_threadsafe(cancel)
+            raise
+        except Exception as exc:
+            if _connection_lost(exc) and self._client is client:
+                # the server died or hung up: drop this connection, reconnect on the next call
+                self._client = None
+                closing = self._closing
+                if closing is not None:
+                    _get_runtime().loop.call_soon_threadsafe(closing.set)
+            raise MCPServerError(skill, f"MCP server {self.name!r}, tool {tool!r}: {_describe(exc)}") from None
+        return _result(result, skill, self.name, tool)
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return True  # transport errors (closed or broken streams, HTTP errors)
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+def _expand(value: Any) -> Any:
+    if isinstance(value, str):
+        return os.path.expandvars(value)
+    if isinstance(value, list):
+        return [_expand(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _expand(v) for k, v in value.items()}
+    return value
+
+
+class _transport:
+    """The transport for a server spec: stdio for ``command``, HTTP for ``url``."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.spec = _expand(dict(spec))
+        self._http: Any = None
+        self._cm: Any = None
+
+    async def __aenter__(self) -> Any:
+        spec = self.spec
+        if spec.get("url"):
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            self._http = create_mcp_http_client(headers={k: str(v) for k, v in (spec.get("headers") or {}).items()})
+            return streamable_http_client(spec["url"], http_client=self._http)
+        from mcp import StdioServerParameters
+
+        env = spec.get("env")
+        return StdioServerParameters(
+            command=str(spec["command"]),
+            args=[str(a) for a in spec.get("args") or []],
+            env={k: str(v) for k, v in env.items()} if env else None,
+            cwd=spec.get("cwd"),
+        )
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+
+
+async def _list_all_tools(client: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+        tools += page.tools
+        cursor = getattr(page, "next_cursor", None)
+        if not cursor:
+            return tools
+
+
+def _result(result: Any, skill: str, server: str, tool: str) -> Any:
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    if result.is_error:
+        message = "\n".join(texts) or "the tool reported an error"
+        raise MCPServerError(skill, f"{message} (tool {tool!r} of MCP server {server!r})")
+    if result.structured_content is not None:
+        return result.structured_content
+    if len(texts) == len(result.content):
+        return texts[0] if len(texts) == 1 else "\n".join(texts)
+    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
+
+
+# -- skills from connections ----------------------------------------------------------------
+
+_registries: weakref.WeakKeyDictionary[Any, dict[str, ServerConnection]] = weakref.WeakKeyDictionary()
+
+
+def _registry(manager: ContextManager) -> dict[str, ServerConnection]:
+    registry = _registries.get(manager)
+    if registry is None:
+        registry = _registries[manager] = {}
+    return registry
+
+
+def close_servers(manager: ContextManager) -> None:
+    """Close every MCP connection of ``manager`` (at exit this happens by itself)."""
+    for conn in _registry(manager).values():
+        conn.close()
+    _registry(manager).clear()
+
+
+def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str] | None = None) -> Iterator[Any]:
+    """The skills of the configured servers (and a load error for each broken one).
+
+    Servers connect in parallel; tool lists are cached per manager, so a reload does
+    not reconnect unless the server's config changed.
+    """
+    sources = sources or {}
+
+    def where(name: str) -> str:
+        keys = [v for k, v in sources.items() if k == f"mcp_servers.{name}" or k.startswith(f"mcp_servers.{name}.")]
+        return f"{keys[0]} (mcp_servers.{name})" if keys else f"config (mcp_servers.{name})"
+
+    if not isinstance(servers, Mapping):
+        yield SkillLoadError(
+            "'mcp_servers' must map server names to {command, args, env, cwd} or {url, headers}", path="config"
+        )
+        return
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        yield SkillLoadError(
+            f"MCP servers are configured ({', '.join(map(str, servers))}) but the mcp package is not installed: "
+            "pip install 'agent-apps[mcp]'",
+            path=where(next(iter(servers), "")),
+        )
+        return
+    registry = _registry(manager)
+    pending: dict[str, tuple[ServerConnection, concurrent.futures.Future[list[Any]] | None]] = {}
+    for name, spec in servers.items():
+        name = str(name)
+        if not isinstance(spec, Mapping) or not (spec.get("command") or spec.get("url")):
+            yield SkillLoadError(
+                "an MCP server needs 'command' (stdio, with optional args, env, cwd) or 'url' (HTTP, with optional "
+                "headers)",
+                path=where(name),
+            )
+            continue
+        conn = registry.get(name)
+        if conn is not None and conn.spec != dict(spec):
+            conn.close()
+            conn = None
+        if conn is None:
+            conn = registry[name] = ServerConnection(name, spec)
+        pending[name] = (conn, conn.start() if conn.tools is None else None)
+    for name, (conn, ready) in pending.items():
+        if ready is not None:
+            try:
+                conn.wait(ready)
+            except MCPServerError as exc:
+                del registry[name]
+                yield SkillLoadError(exc.reason, path=where(name))
+                continue
+        for tool in conn.tools or ():
+            yield _tool_skill(conn, tool)
+
+
+def _tool_skill(conn: ServerConnection, tool: Any) -> Skill:
+    name = skill_name(conn.name, tool.name)
+    params = dict(tool.input_schema or {"type": "object", "properties": {}})
+    metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name}}
+    if tool.output_schema:
+        metadata["returns"] = tool.output_schema
+
+    async def main(ctx: Any, args: dict[str, Any]) -> Any:
+        return await conn.call(tool.name, args, name)
+
+    return Skill(
+        name=name,
+        description=tool.description or f"Tool {tool.name!r} of MCP server {conn.name!r}.",
+        params=params,
+        metadata=metadata,
+        kind="code",
+        origin=f"mcp:{conn.name}",
+        _main=main,
+    )
+
+
+def _dumps(value: Any) -> str:  # pragma: no cover - debugging aid
+    return json.dumps(value, default=str)
