@@ -506,6 +506,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
     server_version = "FakeBedrock/1.0"
+    # Small responses must not wait ~40 ms for TCP's Nagle buffering (a real endpoint
+    # is not that slow, and the tests and benchmarks would measure the wait).
+    disable_nagle_algorithm = True
 
     # -- plumbing --------------------------------------------------------------------------
 

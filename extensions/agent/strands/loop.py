@@ -1,0 +1,354 @@
+"""The Strands loop behind the agent hook protocol (imported only when the provider runs).
+
+How protocol points map onto Strands (strands-agents 1.x):
+
+=============  ===========================================================================
+turn-start     ``BeforeModelCallEvent`` (once per turn: a retried model call is the same turn)
+message        ``data`` text deltas of ``Agent.stream_async``
+reasoning      ``reasoningText`` deltas
+tool-call      ``BeforeToolCallEvent``; ``deny`` sets ``cancel_tool``, so the model gets an
+               error tool result that says why
+tool-result    after the ``invoke`` tool ran (or was denied)
+turn-end       a turn with tool calls: ``AfterToolsEvent`` (``stop`` sets ``end_turn``,
+               ``continue`` with a message adds it to the tool-results message); a turn
+               without: when ``stream_async`` returns (``continue`` invokes again with the
+               message as the next user turn)
+error, retry   ``AfterModelCallEvent`` with an exception (``retry`` sets ``event.retry``
+               after the delay); Strands' own retry strategy and botocore's retries are off
+context-edit   before a model call, tool results older than the last ``context_keep``
+               messages were elided (``model.context_edit: true``)
+=============  ===========================================================================
+
+Everything runs on the caller's event loop: ``stream_async`` is iterated here, hooks
+and the tool are coroutines on the same loop. Cancellation (``ctx.signal``) sets the
+invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from strands import Agent
+from strands.agent.conversation_manager import NullConversationManager
+from strands.hooks import (
+    AfterModelCallEvent,
+    AfterToolsEvent,
+    BeforeModelCallEvent,
+    BeforeToolCallEvent,
+    HookProvider,
+    HookRegistry,
+)
+from strands.tools.executors import SequentialToolExecutor
+from strands.types.tools import AgentTool
+
+from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.errors import Cancelled
+
+from .models import Built, build_model, classify
+
+# Strands logs failures it re-raises; they reach the user as our errors. Without this,
+# Python's last-resort handler would print them to stderr when the app set up no logging.
+logging.getLogger("strands").addHandler(logging.NullHandler())
+
+_CONTINUE = "Continue."
+_UNSET: Any = object()
+
+
+async def run(ctx: Any, args: dict[str, Any]) -> Any:
+    config = dict(args.get("config") or {})
+    built = await asyncio.to_thread(build_model, config)
+    try:
+        session = Session(ctx, args, config, built)
+        return await session.run()
+    finally:
+        built.close()
+
+
+class Session(HookProvider):
+    """One provider run: the Strands agent, its hooks and the protocol state."""
+
+    def __init__(self, ctx: Any, args: dict[str, Any], config: dict[str, Any], built: Built) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.built = built
+        self.hook_ref: str = args["hook_ref"]
+        self.invoke_ref: str = args["invoke_ref"]
+        self.prompt: str = args["prompt"]
+        self.user_message: str = args.get("user_message") or "Do the task."
+        self.turn = 0
+        self.in_turn = False
+        self.attempt = 0
+        self.turn_text = ""
+        self.turn_usage: dict[str, int] | None = None
+        self.stopped: Any = _UNSET
+        #: An error of ours (a hook or the invoke callback raised): it ends the run as is.
+        self.fatal: BaseException | None = None
+        #: A model error the agent policy chose not to retry.
+        self.failure: Exception | None = None
+        self.cancel_event = threading.Event()
+        self.agent = Agent(
+            model=built.model,
+            tools=[InvokeTool(self)],
+            system_prompt=self.prompt,
+            callback_handler=None,
+            hooks=[self],
+            retry_strategy=None,  # retries go through the hook: the agent policy decides
+            tool_executor=SequentialToolExecutor(),  # calls run in order, each sees the last
+            # the conversation is kept verbatim; only context_edit elides old tool results
+            conversation_manager=NullConversationManager(),
+        )
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> Any:
+        ctx = self.ctx
+        stop_listening = ctx.signal.add_callback(self._on_cancel)
+        try:
+            message = self.user_message
+            while True:
+                ctx.signal.raise_if_cancelled()
+                stop_reason = await self._invoke(message)
+                if self.stopped is not _UNSET:
+                    return self.stopped
+                if stop_reason == "cancelled" or ctx.signal.cancelled:
+                    raise Cancelled(ctx.signal.reason or "cancelled")
+                # The model answered without calling a tool: that ends the turn, and the
+                # Strands invocation with it. The policy decides whether the run goes on.
+                directive = await self._turn_end()
+                if directive.get("stop"):
+                    return directive.get("result", self.turn_text)
+                if directive.get("continue"):
+                    message = str(directive.get("message") or _CONTINUE)
+                    continue
+                return self.turn_text
+        finally:
+            stop_listening()
+            # Whatever ended the run (a result, an error, Ctrl-C cancelling the task), no
+            # model stream may outlive it: a stalled reader thread would hold up shutdown.
+            self._on_cancel("run ended")
+
+    async def _invoke(self, message: str) -> str | None:
+        """One Strands invocation; returns its stop reason."""
+        stop_reason = None
+        try:
+            async for event in self.agent.stream_async(message, cancel_signal=self.cancel_event):
+                if self.fatal is not None or self.failure is not None:
+                    continue
+                if event.get("data"):
+                    await self.hook({"type": "message", "text": event["data"], "delta": self.built.streaming})
+                elif event.get("reasoningText"):
+                    await self.hook({"type": "reasoning", "text": event["reasoningText"], "delta": True})
+                elif "result" in event:
+                    stop_reason = getattr(event["result"], "stop_reason", None)
+        except Exception as exc:
+            self._raise_recorded()
+            if self.ctx.signal.cancelled:
+                raise Cancelled(self.ctx.signal.reason or "cancelled") from None
+            # a configuration problem, not a bug: one line (the original is ``.original``)
+            raise classify(exc, self.built).error(exc) from None
+        self._raise_recorded()
+        return stop_reason
+
+    def _raise_recorded(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+        if self.failure is not None:
+            raise self.failure
+
+    # -- the hook ----------------------------------------------------------------------------
+
+    async def hook(self, event: dict[str, Any]) -> dict[str, Any]:
+        try:
+            directive = await self.ctx.manager.invoke(self.hook_ref, event)
+        except Exception as exc:
+            self._fail(exc)
+            raise
+        return directive if isinstance(directive, dict) else {}
+
+    def _fail(self, exc: BaseException) -> None:
+        """Our side failed (limit, cancellation, a bug): stop Strands, keep the error."""
+        if self.fatal is None:
+            self.fatal = exc
+        self.cancel_event.set()
+
+    def _on_cancel(self, reason: str) -> None:  # any thread
+        self.cancel_event.set()
+        self.built.abort()
+
+    def _done(self) -> bool:
+        return self.fatal is not None or self.failure is not None or self.cancel_event.is_set()
+
+    async def _turn_end(self) -> dict[str, Any]:
+        self.in_turn = False
+        event: dict[str, Any] = {"type": "turn-end", "turn": self.turn, "result": self.turn_text}
+        if self.turn_usage is not None:
+            event["usage"] = self.turn_usage
+        return await self.hook(event)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, waking at once when the run is cancelled."""
+        if seconds > 0:
+            try:
+                await asyncio.wait_for(self.ctx.signal.wait(), timeout=seconds)
+            except TimeoutError:
+                return
+        self.ctx.signal.raise_if_cancelled()
+
+    # -- Strands hooks -----------------------------------------------------------------------
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        registry.add_callback(BeforeModelCallEvent, self._before_model)
+        registry.add_callback(AfterModelCallEvent, self._after_model)
+        registry.add_callback(BeforeToolCallEvent, self._before_tool)
+        registry.add_callback(AfterToolsEvent, self._after_tools)
+
+    async def _before_model(self, event: BeforeModelCallEvent) -> None:
+        if self._done():
+            return
+        if self.config.get("context_edit"):
+            await self._edit_context(int(self.config.get("context_keep", 6)))
+        if self.in_turn:  # a retried model call: still the same turn
+            return
+        self.turn += 1
+        self.in_turn = True
+        self.turn_text, self.turn_usage = "", None
+        await self.hook({"type": "turn-start", "turn": self.turn})
+
+    async def _edit_context(self, keep: int) -> None:
+        """context_edit (docs/agent.md): elide tool results older than the last ``keep``
+        messages; the first user message and every assistant message stay as they are."""
+        removed = 0
+        for message in self.agent.messages[1:-keep]:
+            if message.get("role") != "user":
+                continue
+            for block in message.get("content") or []:
+                result = block.get("toolResult")
+                if not result:
+                    continue
+                content = result.get("content") or []
+                if len(content) == 1 and str(content[0].get("text", "")).startswith("[elided"):
+                    continue
+                size = sum(len(str(part.get("text", part.get("json", "")))) for part in content)
+                result["content"] = [{"text": f"[elided: {size} characters]"}]
+                removed += size
+        if removed:
+            await self.hook(
+                {"type": "context-edit", "removed": removed, "kept": keep, "reason": "older tool results elided"}
+            )
+
+    async def _after_model(self, event: AfterModelCallEvent) -> None:
+        if event.exception is None:
+            self.attempt = 0
+            response = event.stop_response
+            if response is not None:
+                content = response.message.get("content") or []
+                self.turn_text = "".join(block["text"] for block in content if "text" in block)
+                usage = (response.message.get("metadata") or {}).get("usage") or {}
+                self.turn_usage = _usage(usage)
+            return
+        if self._done() or event.exception is self.fatal:
+            return
+        failure = classify(event.exception, self.built)
+        self.attempt += 1
+        directive = await self.hook({"type": "error", "error": failure.to_json(), "attempt": self.attempt})
+        if not directive.get("retry"):
+            self.failure = failure.error(event.exception)
+            return
+        delay = max(0.0, float(directive.get("delay") or 0))
+        await self.hook({"type": "retry", "attempt": self.attempt, "delay": delay, "error": failure.to_json()})
+        try:
+            await self._sleep(delay)
+        except Cancelled as exc:
+            self._fail(exc)
+            raise
+        event.retry = True
+
+    async def _before_tool(self, event: BeforeToolCallEvent) -> None:
+        if self._done():
+            event.cancel_tool = "Tool execution cancelled"
+            return
+        tool_use = event.tool_use
+        args = tool_use.get("input")
+        call = {
+            "type": "tool-call",
+            "tool": tool_use["name"],
+            "args": args if isinstance(args, dict) else {},
+            "id": tool_use["toolUseId"],
+        }
+        directive = await self.hook(call)
+        if directive.get("deny"):
+            text = f"Tool call denied: {directive['deny']}"
+            event.cancel_tool = text
+            await self.hook({**call, "type": "tool-result", "result": {"text": text, "error": True}})
+
+    async def _after_tools(self, event: AfterToolsEvent) -> None:
+        if self._done():
+            return
+        directive = await self._turn_end()
+        if directive.get("stop"):
+            self.stopped = directive.get("result", self.turn_text)
+            event.end_turn = "Done."
+        elif directive.get("continue") and directive.get("message"):
+            event.message["content"].append({"text": str(directive["message"])})
+
+
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    out = {"input_tokens": int(usage.get("inputTokens") or 0), "output_tokens": int(usage.get("outputTokens") or 0)}
+    for source, key in (("cacheReadInputTokens", "cache_read_tokens"), ("cacheWriteInputTokens", "cache_write_tokens")):
+        if usage.get(source):
+            out[key] = int(usage[source])
+    return out
+
+
+class InvokeTool(AgentTool):
+    """The one tool the model gets: runs its code through the agent's invoke callback."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self._spec = {
+            "name": INVOKE_TOOL["name"],
+            "description": INVOKE_TOOL["description"],
+            "inputSchema": {"json": INVOKE_TOOL["input_schema"]},
+        }
+
+    @property
+    def tool_name(self) -> str:
+        return INVOKE_TOOL["name"]
+
+    @property
+    def tool_spec(self) -> Any:
+        return self._spec
+
+    @property
+    def tool_type(self) -> str:
+        return "agent-apps"
+
+    async def stream(self, tool_use: Any, invocation_state: dict[str, Any], **kwargs: Any) -> Any:
+        session = self.session
+        args = tool_use.get("input")
+        code = args.get("code") if isinstance(args, dict) else None
+        if session._done():
+            result: dict[str, Any] = {"text": "Tool execution cancelled", "error": True}
+        elif not isinstance(code, str):
+            result = {"text": "invoke takes one argument, 'code': a string of Python source.", "error": True}
+        else:
+            try:
+                result = await session.ctx.manager.invoke(session.invoke_ref, {"code": code})
+            except Exception as exc:
+                session._fail(exc)
+                result = {"text": f"{type(exc).__name__}: {exc}", "error": True}
+        if not session._done():
+            report = {"type": "tool-result", "tool": tool_use["name"], "args": args, "result": result}
+            try:
+                await session.hook({**report, "id": tool_use["toolUseId"]})
+            except Exception:
+                pass  # recorded by hook(): the loop stops at the next checkpoint
+        yield {
+            "toolUseId": tool_use["toolUseId"],
+            "status": "error" if result.get("error") else "success",
+            "content": [{"text": str(result.get("text", ""))}],
+        }

@@ -1,0 +1,470 @@
+"""Building the Strands model from the ``model`` config, and naming what went wrong.
+
+Nothing heavy is imported at module level: each provider imports its SDK when it is
+built, so a missing pip extra becomes one clear :class:`ProviderError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_apps.errors import AgentAppsError
+
+PROVIDERS = ("bedrock", "anthropic", "openai", "litellm")
+DEFAULT_REGION = "us-west-2"
+#: Anthropic's API requires max_tokens; the other providers default to the model's own.
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_READ_TIMEOUT = 60.0
+
+_CREDENTIALS_HINT = (
+    "set model.profile (or AWS_PROFILE) to a configured profile, export AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY, run `aws sso login`, or put a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK"
+)
+
+
+class ProviderError(AgentAppsError):
+    """The model provider cannot be used as configured: credentials, region, model,
+    access, a missing pip extra, or a model error the agent chose not to retry."""
+
+    def __init__(self, message: str, *, code: str | None = None, skill: str = "agent-strands") -> None:
+        super().__init__(f"{skill}: {message}", skill=skill)
+        self.reason = message
+        self.code = code
+        #: The provider's own exception, when there was one (for ``--debug`` and logs).
+        self.original: BaseException | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.code:
+            data["code"] = self.code
+        return data
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _missing_extra(extra: str, exc: ImportError) -> ProviderError:
+    what = exc.name or str(exc)
+    return ProviderError(
+        f"model.provider needs the {what!r} package, which is not installed: pip install 'agent-apps[{extra}]'",
+        code="MissingExtra",
+    )
+
+
+def require_strands() -> None:
+    """Raise a clear error when the ``strands`` extra is not installed."""
+    for module in ("strands", "boto3"):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise _missing_extra("strands", exc) from None
+
+
+# -- building ------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """A Strands model, where it runs, and how to abort and release it."""
+
+    model: Any
+    provider: str
+    model_id: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    streaming: bool = True
+    _client: Any = None
+    _responses: list[Any] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _aborted: bool = False
+
+    def abort(self) -> None:
+        """Cut in-flight Bedrock streams (any thread): the reader thread wakes at once
+        instead of waiting for the next chunk or the read timeout."""
+        with self._lock:
+            self._aborted = True
+            responses, self._responses = self._responses, []
+        for raw in responses:
+            _cut(raw)
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # closing is best effort
+                pass
+
+
+def _cut(raw: Any) -> None:
+    sock = _socket_of(raw)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _socket_of(raw: Any) -> Any:
+    """The socket under a urllib3 response, if it still holds its connection."""
+    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+    return getattr(connection, "sock", None)
+
+
+def build_model(config: dict[str, Any]) -> Built:
+    """The Strands model for ``config`` (blocking: run it in a thread)."""
+    provider = str(config.get("provider") or "bedrock").lower()
+    if provider not in PROVIDERS:
+        raise ProviderError(
+            f"unknown model.provider {provider!r}: use one of {', '.join(PROVIDERS)}", code="UnknownProvider"
+        )
+    return {"bedrock": _bedrock, "anthropic": _anthropic, "openai": _openai, "litellm": _litellm}[provider](config)
+
+
+def _sampling(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: config[key] for key in ("temperature", "top_p") if config.get(key) is not None}
+
+
+def _bedrock(config: dict[str, Any]) -> Built:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ProfileNotFound
+    from strands.models.bedrock import DEFAULT_BEDROCK_MODEL_ID, BedrockModel
+
+    profile = config.get("profile") or None
+    try:
+        session = boto3.Session(profile_name=profile)
+    except ProfileNotFound:
+        name = profile or os.environ.get("AWS_PROFILE")
+        setting = "model.profile" if profile else "AWS_PROFILE"
+        raise ProviderError(
+            f"AWS profile {name!r} is not in ~/.aws/config or ~/.aws/credentials: fix {setting}, "
+            f"or create it with `aws configure --profile {name}`",
+            code="ProfileNotFound",
+        ) from None
+    region = config.get("region") or session.region_name or os.environ.get("AWS_REGION") or DEFAULT_REGION
+    endpoint_url = config.get("endpoint_url") or None
+    if not endpoint_url and not _known_region(session, region):
+        raise ProviderError(
+            f"region {region!r} has no Amazon Bedrock endpoint: set model.region (or AWS_REGION) to a Bedrock "
+            "region such as us-east-1 or us-west-2",
+            code="UnknownRegion",
+        )
+    if profile or region != session.region_name:
+        session = boto3.Session(profile_name=profile, region_name=region)
+    api_key = config.get("api_key") or None
+    if not api_key and not os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
+        try:
+            credentials = session.get_credentials()
+        except BotoCoreError as exc:
+            raise ProviderError(f"cannot load AWS credentials ({_one_line(exc)}): {_CREDENTIALS_HINT}") from None
+        if credentials is None:
+            raise ProviderError(f"no AWS credentials found: {_CREDENTIALS_HINT}", code="NoCredentials")
+
+    client_config = Config(
+        retries={"mode": "standard", "total_max_attempts": 1},  # the agent policy retries, through the hook
+        read_timeout=float(config.get("read_timeout") or DEFAULT_READ_TIMEOUT),
+        connect_timeout=float(config.get("connect_timeout") or 10),
+    )
+    model_id = str(config.get("model_id") or DEFAULT_BEDROCK_MODEL_ID)
+    settings: dict[str, Any] = {"model_id": model_id, "streaming": bool(config.get("streaming", True))}
+    settings.update(_sampling(config))
+    if config.get("max_tokens"):  # else the model's own default
+        settings["max_tokens"] = int(config["max_tokens"])
+    if config.get("params"):
+        settings["additional_request_fields"] = dict(config["params"])
+    model = BedrockModel(
+        boto_session=session,
+        boto_client_config=client_config,
+        endpoint_url=endpoint_url,
+        api_key=api_key,
+        **settings,
+    )
+    built = Built(
+        model,
+        "bedrock",
+        model_id,
+        region=region,
+        endpoint_url=endpoint_url,
+        streaming=settings["streaming"],
+        _client=model.client,
+    )
+    _track_streams(built)
+    return built
+
+
+def _known_region(session: Any, region: str) -> bool:
+    known: set[str] = set()
+    try:
+        for partition in session.get_available_partitions():
+            known.update(session.get_available_regions("bedrock-runtime", partition))
+    except Exception:  # no endpoint data: let the request decide
+        return True
+    return not known or region in known
+
+
+def _track_streams(built: Built) -> None:
+    """Remember each ConverseStream response, so :meth:`Built.abort` can cut it."""
+    client = built._client
+    original = client.converse_stream
+
+    def converse_stream(**kwargs: Any) -> Any:
+        response = original(**kwargs)
+        raw = getattr(response.get("stream"), "_raw_stream", None)
+        if raw is not None:
+            with built._lock:
+                aborted = built._aborted
+                if not aborted:
+                    built._responses = [r for r in built._responses if _socket_of(r) is not None]
+                    built._responses.append(raw)
+            if aborted:  # cancelled while the request was on its way: cut it now
+                _cut(raw)
+        return response
+
+    client.converse_stream = converse_stream
+
+
+def _model_id(config: dict[str, Any], provider: str, example: str) -> str:
+    model_id = config.get("model_id")
+    if not model_id:
+        raise ProviderError(
+            f"model.provider {provider!r} needs model.model_id (for example {example!r})", code="NoModel"
+        )
+    return str(model_id)
+
+
+def _anthropic(config: dict[str, Any]) -> Built:
+    try:
+        from strands.models.anthropic import AnthropicModel
+    except ImportError as exc:
+        raise _missing_extra("anthropic", exc) from None
+    client_args = {k: config[k] for k in ("api_key", "base_url") if config.get(k)}
+    params = {**_sampling(config), **dict(config.get("params") or {})}
+    model_id = _model_id(config, "anthropic", "claude-sonnet-4-5")
+    model = AnthropicModel(
+        client_args=client_args,
+        model_id=model_id,
+        max_tokens=int(config.get("max_tokens") or DEFAULT_MAX_TOKENS),
+        params=params or None,
+    )
+    return Built(model, "anthropic", model_id, endpoint_url=config.get("base_url"))
+
+
+def _openai(config: dict[str, Any]) -> Built:
+    try:
+        from strands.models.openai import OpenAIModel
+    except ImportError as exc:
+        raise _missing_extra("openai", exc) from None
+    client_args: dict[str, Any] = {k: config[k] for k in ("api_key", "base_url") if config.get(k)}
+    if "api_key" not in client_args and not os.environ.get("OPENAI_API_KEY") and config.get("base_url"):
+        client_args["api_key"] = "not-needed"  # local servers (Ollama, vLLM, llama.cpp) ignore it
+    params = {**_sampling(config), **dict(config.get("params") or {})}
+    if config.get("max_tokens"):
+        params.setdefault("max_tokens", int(config["max_tokens"]))
+    model_id = _model_id(config, "openai", "gpt-4o")
+    model = OpenAIModel(
+        client_args=client_args,
+        model_id=model_id,
+        params=params or None,
+        stream=bool(config.get("streaming", True)),
+    )
+    return Built(model, "openai", model_id, endpoint_url=config.get("base_url"))
+
+
+def _litellm(config: dict[str, Any]) -> Built:
+    try:
+        from strands.models.litellm import LiteLLMModel
+    except ImportError as exc:
+        raise _missing_extra("litellm", exc) from None
+    client_args: dict[str, Any] = {}
+    if config.get("api_key"):
+        client_args["api_key"] = config["api_key"]
+    if config.get("base_url"):
+        client_args["api_base"] = config["base_url"]
+    params = {**_sampling(config), **dict(config.get("params") or {})}
+    if config.get("max_tokens"):
+        params.setdefault("max_tokens", int(config["max_tokens"]))
+    model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
+    model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None)
+    return Built(model, "litellm", model_id, endpoint_url=config.get("base_url"))
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelFailure:
+    """A failed model call: what the hook is told, and the one line a user gets."""
+
+    type: str
+    message: str
+    retryable: bool
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "retryable": self.retryable}
+
+    def error(self, original: BaseException | None = None) -> ProviderError:
+        error = ProviderError(self.line, code=self.type)
+        error.original = original
+        return error
+
+
+_TRANSIENT_CODES = {
+    "ThrottlingException",
+    "TooManyRequestsException",
+    "ServiceUnavailableException",
+    "InternalServerException",
+    "InternalFailure",
+    "ModelTimeoutException",
+    "ModelNotReadyException",
+    "ModelStreamErrorException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+}
+_CREDENTIAL_CODES = {
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "ExpiredTokenException",
+    "ExpiredToken",
+    "IncompleteSignature",
+    "MissingAuthenticationTokenException",
+    "InvalidClientTokenId",
+}
+
+
+def classify(exc: BaseException, built: Built) -> ModelFailure:
+    """Describe a model-call failure (any provider) for the hook and for the user."""
+    where = f"model {built.model_id!r}" + (f" in region {built.region!r}" if built.region else "")
+    # strands wraps some errors (throttling, context overflow): look at the whole chain
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    names = {type(e).__name__ for e in chain}
+
+    if "ContextWindowOverflowException" in names:
+        return ModelFailure(
+            "ContextWindowOverflowException",
+            _one_line(exc),
+            False,
+            f"the conversation no longer fits the context window of {where}: set model.context_edit: true, "
+            "or use a model with a larger window",
+        )
+    if "MaxTokensReachedException" in names:
+        return ModelFailure(
+            "MaxTokensReachedException",
+            _one_line(exc),
+            False,
+            f"{where} hit model.max_tokens before finishing its reply: raise model.max_tokens",
+        )
+
+    client_error = next((e for e in chain if hasattr(e, "response") and isinstance(e.response, dict)), None)
+    if client_error is not None and "Error" in client_error.response:
+        details = client_error.response.get("Error") or {}
+        code = str(details.get("Code") or type(client_error).__name__)
+        code = code[:1].upper() + code[1:]  # event-stream errors come camel-cased
+        message = _one_line(details.get("Message") or client_error)
+        return _classify_code(code, message, where, built)
+
+    if names & {"ModelThrottledException", "RateLimitError"}:
+        return ModelFailure(
+            "ThrottlingException",
+            _one_line(exc),
+            True,
+            f"{where} kept throttling requests: wait, raise your quota, or lower the request rate",
+        )
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"} or any(
+        "Token" in n and ("Retrieval" in n or "SSO" in n) for n in names
+    ):
+        return ModelFailure("NoCredentials", _one_line(exc), False, f"AWS credentials unusable: {_CREDENTIALS_HINT}")
+    if "EndpointConnectionError" in names:
+        return ModelFailure(
+            "EndpointConnectionError",
+            _one_line(exc),
+            True,
+            f"cannot reach the model endpoint for {where} ({_one_line(exc)}): check the network, model.region "
+            "and model.endpoint_url",
+        )
+    transient = {
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "ConnectionClosedError",
+        "ResponseStreamingError",
+        "ProtocolError",
+        "APIConnectionError",
+        "APITimeoutError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "Timeout",
+    }
+    kind = next((type(e).__name__ for e in chain if type(e).__name__ in transient), None)
+    if kind is not None:
+        return ModelFailure(
+            kind, _one_line(exc), True, f"{where} did not answer ({kind}: {_one_line(exc)}): check the network"
+        )
+    if names & {"AuthenticationError", "PermissionDeniedError"}:
+        return ModelFailure(
+            "AuthenticationError",
+            _one_line(exc),
+            False,
+            f"the {built.provider} API rejected the credentials: set model.api_key or the provider's API key "
+            "environment variable",
+        )
+    if "NotFoundError" in names:
+        return ModelFailure(
+            "NotFoundError", _one_line(exc), False, f"{where} was not found: set model.model_id to a model you can use"
+        )
+    kind = type(exc).__name__
+    return ModelFailure(kind, _one_line(exc), False, f"{where} failed: {kind}: {_one_line(exc)}")
+
+
+def _classify_code(code: str, message: str, where: str, built: Built) -> ModelFailure:
+    if code == "ThrottlingException" or code == "TooManyRequestsException":
+        return ModelFailure(
+            code,
+            message,
+            True,
+            f"Amazon Bedrock kept throttling {where} ({message}): wait, request a higher quota, "
+            "or use a cross-region inference profile (model_id starting with 'us.' or 'global.')",
+        )
+    if code in _TRANSIENT_CODES:
+        return ModelFailure(code, message, True, f"Amazon Bedrock failed on {where}: {code}: {message}")
+    if code == "AccessDeniedException":
+        return ModelFailure(
+            code,
+            message,
+            False,
+            f"access denied to {where} ({message}): enable the model under 'Model access' in the Bedrock console "
+            "and allow bedrock:InvokeModel and bedrock:InvokeModelWithResponseStream for your AWS identity, "
+            "or set model.model_id to a model you can use",
+        )
+    if code in _CREDENTIAL_CODES:
+        return ModelFailure(
+            code, message, False, f"AWS rejected the credentials ({code}: {message}): {_CREDENTIALS_HINT}"
+        )
+    if code in ("ValidationException", "ResourceNotFoundException") and (
+        "model identifier is invalid" in message or code == "ResourceNotFoundException"
+    ):
+        return ModelFailure(
+            code,
+            message,
+            False,
+            f"unknown {where} ({message}): set model.model_id to a Bedrock model or inference profile id "
+            "available there (`aws bedrock list-inference-profiles` lists them)",
+        )
+    if code == "ValidationException" and "on-demand throughput" in message:
+        return ModelFailure(
+            code,
+            message,
+            False,
+            f"{where} cannot be called on demand: set model.model_id to its inference profile id "
+            f"(for example 'us.{built.model_id}')",
+        )
+    return ModelFailure(code, message, False, f"Amazon Bedrock rejected the request for {where}: {code}: {message}")

@@ -1,0 +1,482 @@
+"""agent-strands for real, offline: real Strands and boto3 over HTTP to a local fake Bedrock.
+
+The conformance suite (tests/agent/test_conformance.py) runs against this provider too;
+these tests cover what is specific to it: what reaches the model, retries through the
+hook, clear errors, cancellation of a stream in flight, token usage, other providers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps.testing.bedrock import FakeBedrock, dummy_aws_env
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        importlib.util.find_spec("strands") is None or importlib.util.find_spec("boto3") is None,
+        reason="needs the 'strands' extra",
+    ),
+]
+
+MODEL = "anthropic.claude-fake-v1:0"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """Dummy AWS credentials; no profile, no config files, no instance metadata."""
+    for name, value in dummy_aws_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+
+
+@pytest.fixture
+def bedrock(aws):
+    with FakeBedrock(model_ids=[MODEL]) as fake:
+        yield fake
+
+
+@pytest.fixture
+def events(context_manager):
+    got = []
+    context_manager.events.subscribe("strands-test", lambda topic, event: got.append(event))
+    return got
+
+
+@pytest.fixture
+def run(context_manager, bedrock):
+    """``await run(config=..., **agent_args)``: the agent's result, with the fake as the model."""
+
+    async def run(*, config=None, signal=None, **args):
+        call = {"prompt": "You are a test agent.", "user_message": "Do the test.", "events": "strands-test", **args}
+        call["config"] = {
+            "agent": "agent-strands",
+            "model_id": MODEL,
+            "endpoint_url": bedrock.endpoint_url,
+            "region": "us-east-1",
+            "retry_delay": 0,
+            **(config or {}),
+        }
+        return await context_manager.invoke("agent", call, signal=signal)
+
+    return run
+
+
+def invoke(*codes, text=None, **extra):
+    turn = {"tool_uses": [{"name": "invoke", "input": {"code": code}} for code in codes], **extra}
+    if text:
+        turn["text"] = text
+    return turn
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def tool_results(request):
+    """The toolResult blocks of the last message of a recorded request."""
+    return [block["toolResult"] for block in request.messages[-1]["content"] if "toolResult" in block]
+
+
+# -- what reaches the model -------------------------------------------------------------------
+
+
+async def test_request_carries_prompt_tool_and_inference_config(run, bedrock):
+    bedrock.add_turns(invoke("print(6 * 7)", text="Computing."), {"text": "It is 42."})
+    result = await run(config={"temperature": 0.25, "max_tokens": 321})
+    assert result == "It is 42."
+    first, second = bedrock.requests
+    assert first.operation == "ConverseStream" and first.model_id == MODEL
+    assert first.has_authorization  # signed with the dummy credentials, through the real botocore
+    assert "You are a test agent." in first.system[0]["text"]
+    assert first.messages == [{"role": "user", "content": [{"text": "Do the test."}]}]
+    assert first.tool_names == ["invoke"]
+    schema = first.tool_config["tools"][0]["toolSpec"]["inputSchema"]["json"]
+    assert schema["required"] == ["code"] and schema["properties"]["code"]["type"] == "string"
+    assert first.inference_config == {"temperature": 0.25, "maxTokens": 321}
+    (result_block,) = tool_results(second)
+    assert result_block["status"] == "success" and result_block["content"] == [{"text": "42"}]
+
+
+async def test_non_streaming_converse_works(run, bedrock, events):
+    bedrock.add_turns(invoke("print('hi')"), {"text": "Said hi."})
+    assert await run(config={"streaming": False}) == "Said hi."
+    assert [r.operation for r in bedrock.requests] == ["Converse", "Converse"]
+    assert of_type(events, "tool-result")[0]["result"] == "hi"
+
+
+async def test_text_and_reasoning_stream_as_deltas(run, bedrock, events):
+    bedrock.add_turns({"reasoning": "The user wants a greeting.", "text": "Hello there, friend!", "chunk_size": 5})
+    assert await run() == "Hello there, friend!"
+    messages = of_type(events, "agent-message")
+    texts = [e["text"] for e in messages if not e.get("reasoning")]
+    thoughts = [e["text"] for e in messages if e.get("reasoning")]
+    assert len(texts) > 1 and "".join(texts) == "Hello there, friend!"
+    assert all(e["delta"] for e in messages)
+    assert "".join(thoughts) == "The user wants a greeting."
+
+
+async def test_usage_per_turn_in_the_trace_and_the_final_event(run, bedrock, events, context_manager):
+    bedrock.add_turns(
+        invoke("x = 1", usage={"inputTokens": 120, "outputTokens": 15}),
+        {"text": "Done.", "usage": {"inputTokens": 160, "outputTokens": 4}},
+    )
+    assert await run() == "Done."
+    ends = of_type(events, "turn-end")
+    assert [e["usage"] for e in ends] == [
+        {"input_tokens": 120, "output_tokens": 15},
+        {"input_tokens": 160, "output_tokens": 4},
+    ]
+    (complete,) = of_type(events, "agent-complete")
+    assert complete["usage"] == {"input_tokens": 280, "output_tokens": 19}
+    assert complete["turns"] == 2 and complete["steps"] == 1
+
+
+# -- the hook's directives ---------------------------------------------------------------------
+
+
+async def test_denied_tool_call_is_not_run_and_the_model_sees_why(run, bedrock, events):
+    bedrock.add_turns(
+        {"tool_uses": [{"name": "shell", "input": {"command": "rm -rf /"}}]},
+        {"text": "I may only use invoke."},
+    )
+    assert await run() == "I may only use invoke."
+    (call,) = of_type(events, "tool-call")
+    assert call["tool"] == "shell"
+    (error,) = of_type(events, "tool-error")
+    assert error["result"].startswith("Tool call denied: unknown tool 'shell'")
+    (block,) = tool_results(bedrock.requests[1])
+    assert block["status"] == "error"
+    assert "Tool call denied: unknown tool 'shell'" in block["content"][0]["text"]
+
+
+async def test_returns_enforced_with_reminder_and_rejection(run, bedrock):
+    returns = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+    bedrock.add_turns(
+        {"text": "There are three."},  # no finish(): the policy reminds the model
+        invoke("ctx.manager.finish({'count': 'three'})"),  # wrong type: rejected
+        invoke("ctx.manager.finish({'count': 3})"),
+    )
+    assert await run(returns=returns) == {"count": 3}
+    assert len(bedrock.requests) == 3
+    reminder = bedrock.requests[1].messages[-1]
+    assert reminder["role"] == "user" and "finish" in reminder["content"][0]["text"]
+    (rejected,) = tool_results(bedrock.requests[2])
+    assert rejected["status"] == "error" and "finish() rejected" in rejected["content"][0]["text"]
+
+
+async def test_persistent_continue_after_a_text_turn_sends_continue(run, bedrock):
+    bedrock.add_turns({"text": "Waiting."}, invoke("ctx.manager.finish('done')"))
+    # persistent runs never stop on their own: finish() ends this one
+    assert await run(config={"persistent": True}) == "done"
+    assert bedrock.requests[1].messages[-1] == {"role": "user", "content": [{"text": "Continue."}]}
+
+
+async def test_context_edit_elides_old_tool_results_only(run, bedrock):
+    bedrock.add_turns(
+        invoke("print('A' * 500)"),
+        invoke("print('B' * 500)"),
+        invoke("print('C' * 500)"),
+        {"text": "Done."},
+    )
+    assert await run(config={"context_edit": True, "context_keep": 2}) == "Done."
+    last = bedrock.requests[-1].messages
+    assert last[0] == {"role": "user", "content": [{"text": "Do the test."}]}
+    results = [b["toolResult"]["content"][0]["text"] for m in last for b in m["content"] if "toolResult" in b]
+    assert results[0] == results[1] == "[elided: 500 characters]"
+    assert results[2] == "C" * 500
+    assert all(m["content"] for m in last if m["role"] == "assistant")  # assistant turns untouched
+
+
+async def test_without_context_edit_the_conversation_is_verbatim(run, bedrock):
+    bedrock.add_turns(invoke("print('A' * 500)"), invoke("print('B' * 500)"), {"text": "Done."})
+    assert await run() == "Done."
+    results = [
+        b["toolResult"]["content"][0]["text"]
+        for m in bedrock.requests[-1].messages
+        for b in m["content"]
+        if "toolResult" in b
+    ]
+    assert results == ["A" * 500, "B" * 500]
+
+
+# -- retries through the hook ---------------------------------------------------------------------
+
+
+async def test_throttling_then_success(run, bedrock, events):
+    bedrock.add_turns({"error": "ThrottlingException"}, {"error": "ThrottlingException"}, {"text": "Finally."})
+    assert await run() == "Finally."
+    assert len(bedrock.requests) == 3  # botocore did not retry on its own: the policy did
+    errors = [e for e in of_type(events, "agent-error") if not e.get("retrying")]
+    assert [e["attempt"] for e in errors] == [1, 2]
+    assert errors[0]["error"]["type"] == "ThrottlingException" and errors[0]["error"]["retryable"] is True
+    assert [e["attempt"] for e in of_type(events, "agent-error") if e.get("retrying")] == [1, 2]
+    assert len(of_type(events, "turn-start")) == 1  # retries stay within the turn
+
+
+async def test_mid_stream_error_is_retried(run, bedrock):
+    bedrock.add_turns({"text": "partial answ", "error": "ModelStreamErrorException"}, {"text": "Whole answer."})
+    assert await run() == "Whole answer."
+    assert bedrock.requests[0].stream_outcome == "error"
+
+
+async def test_throttling_beyond_max_retries_is_one_clear_line(run, bedrock):
+    bedrock.add_turns(*[{"error": "ThrottlingException"}] * 4)
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"max_retries": 2})
+    assert type(info.value).__name__ == "ProviderError"
+    assert "throttling" in str(info.value) and "\n" not in str(info.value)
+    assert len(bedrock.requests) == 3
+
+
+# -- clear errors --------------------------------------------------------------------------------
+
+
+def one_line(exc):
+    text = str(exc)
+    assert "\n" not in text and "Traceback" not in text
+    assert isinstance(exc, AgentAppsError) and type(exc).__name__ == "ProviderError"
+    return text
+
+
+async def test_access_denied(run, bedrock):
+    bedrock.add_turns({"error": "AccessDeniedException"})
+    with pytest.raises(AgentAppsError) as info:
+        await run()
+    text = one_line(info.value)
+    assert "access denied" in text and "Model access" in text and MODEL in text
+
+
+async def test_unknown_model(run, bedrock):
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"model_id": "anthropic.no-such-model"})
+    text = one_line(info.value)
+    assert "unknown model 'anthropic.no-such-model'" in text and "model.model_id" in text
+
+
+async def test_unknown_region(run):
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"endpoint_url": None, "region": "xx-nowhere-1"})
+    text = one_line(info.value)
+    assert "region 'xx-nowhere-1'" in text and "model.region" in text
+
+
+async def test_missing_credentials(run, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    with pytest.raises(AgentAppsError) as info:
+        await run()
+    text = one_line(info.value)
+    assert "no AWS credentials" in text and "AWS_PROFILE" in text
+
+
+async def test_unknown_profile(run):
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"profile": "no-such-profile"})
+    text = one_line(info.value)
+    assert "profile 'no-such-profile'" in text
+
+
+@pytest.mark.parametrize(
+    ("provider", "module"), [("openai", "openai"), ("anthropic", "anthropic"), ("litellm", "litellm")]
+)
+async def test_missing_extra_names_the_pip_extra(run, provider, module):
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed")
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"provider": provider, "model_id": "some-model"})
+    text = one_line(info.value)
+    assert f"pip install 'agent-apps[{provider}]'" in text
+
+
+async def test_unknown_provider(run):
+    with pytest.raises(AgentAppsError, match="unknown model.provider 'palm'"):
+        await run(config={"provider": "palm"})
+
+
+# -- cancellation ----------------------------------------------------------------------------------
+
+
+async def test_cancellation_cuts_a_stream_in_progress(run, bedrock, events):
+    bedrock.add_turns({"text": "I am thinking about this for a long time", "chunk_size": 4, "hang_after": 4})
+    signal = Signal()
+    task = asyncio.ensure_future(run(signal=signal))
+    assert await asyncio.to_thread(bedrock.wait_hanging, 20)
+    signal.cancel("user pressed stop")
+    with pytest.raises(Cancelled, match="user pressed stop"):
+        await asyncio.wait_for(task, 20)
+    # the HTTP stream was cut from our side, not left to the read timeout
+    assert await asyncio.to_thread(bedrock.wait_streams_ended, 20)
+    assert bedrock.requests[0].stream_outcome == "client_disconnected"
+
+
+async def test_cancelling_the_task_also_cuts_the_stream(run, bedrock):
+    # Ctrl-C cancels the asyncio task, not the signal: the stream must not outlive the run,
+    # or asyncio.run() would wait for the stalled reader thread at shutdown
+    bedrock.add_turns({"text": "I am thinking about this for a long time", "chunk_size": 4, "hang_after": 4})
+    task = asyncio.ensure_future(run())
+    assert await asyncio.to_thread(bedrock.wait_hanging, 20)
+    task.cancel()
+    with pytest.raises((asyncio.CancelledError, Cancelled)):
+        await task
+    assert await asyncio.to_thread(bedrock.wait_streams_ended, 20)
+    assert bedrock.requests[0].stream_outcome == "client_disconnected"
+
+
+def test_ctrl_c_in_the_cli_stops_a_hanging_stream(tmp_path, aws, bedrock, write_skill):
+    bedrock.add_turns({"text": "slow", "hang_after": 2})
+    skills = write_skill(
+        "slow-agent.skill.md",
+        f"""
+        ---
+        description: An agent whose model never finishes.
+        metadata:
+          model:
+            model_id: {MODEL}
+            endpoint_url: {bedrock.endpoint_url}
+            region: us-east-1
+            read_timeout: 600
+        ---
+        Do it.
+        """,
+    ).parent
+    env = {**os.environ, "AGENT_APPS_HOME": str(tmp_path / "home")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_apps", "invoke", "slow-agent", "--path", str(skills)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert bedrock.wait_hanging(30), process.stderr.read() if process.poll() is not None else "no hang"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)  # a hang guard: without the cut, read_timeout
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert bedrock.requests[0].stream_outcome == "client_disconnected"
+
+
+async def test_cancellation_during_retry_backoff(run, bedrock, events):
+    bedrock.add_turns({"error": "ThrottlingException"}, {"text": "never"})
+    signal = Signal()
+    task = asyncio.ensure_future(run(signal=signal, config={"retry_delay": 60}))
+    for _ in range(500):
+        if any(e.get("retrying") for e in events):
+            break
+        await asyncio.sleep(0.02)
+    signal.cancel("stop waiting")
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 20)
+    assert len(bedrock.requests) == 1
+
+
+# -- laziness --------------------------------------------------------------------------------------
+
+
+def test_describing_the_provider_imports_nothing_heavy(tmp_path):
+    code = (
+        "import sys\n"
+        "from agent_apps.cli import main\n"
+        "main(['describe', 'agent-strands'])\n"
+        "print(sorted(m for m in ('strands', 'boto3', 'botocore') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "AGENT_APPS_HOME": str(tmp_path / "home")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "agent-strands" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- other providers: the mapping from config to Strands' model classes -------------------------
+
+
+@pytest.fixture
+def models_module(monkeypatch):
+    """extensions/agent/strands/models.py, imported on its own (it has no relative imports)."""
+    import importlib.util as util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "extensions" / "agent" / "strands" / "models.py"
+    spec = util.spec_from_file_location("agent_strands_models_under_test", path)
+    module = util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def stub_model_class(monkeypatch):
+    """Replace ``strands.models.<name>.<cls>`` with a stub that records its arguments."""
+    import types
+
+    def install(name, cls):
+        class Stub:
+            def __init__(self, **kwargs):
+                self.kwargs = kwargs
+
+        module = types.ModuleType(f"strands.models.{name}")
+        setattr(module, cls, Stub)
+        monkeypatch.setitem(sys.modules, f"strands.models.{name}", module)
+        return Stub
+
+    return install
+
+
+def test_openai_compatible_local_server(models_module, stub_model_class, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    stub_model_class("openai", "OpenAIModel")
+    built = models_module.build_model(
+        {
+            "provider": "openai",
+            "model_id": "qwen2.5-coder:14b",
+            "base_url": "http://localhost:11434/v1",
+            "temperature": 0.1,
+            "max_tokens": 1000,
+        }
+    )
+    assert built.model.kwargs == {
+        "client_args": {"base_url": "http://localhost:11434/v1", "api_key": "not-needed"},
+        "model_id": "qwen2.5-coder:14b",
+        "params": {"temperature": 0.1, "max_tokens": 1000},
+        "stream": True,
+    }
+
+
+def test_anthropic_and_litellm_mapping(models_module, stub_model_class):
+    stub_model_class("anthropic", "AnthropicModel")
+    stub_model_class("litellm", "LiteLLMModel")
+    anthropic = models_module.build_model({"provider": "anthropic", "model_id": "claude-x", "api_key": "k"})
+    assert anthropic.model.kwargs == {
+        "client_args": {"api_key": "k"},
+        "model_id": "claude-x",
+        "max_tokens": 4096,
+        "params": None,
+    }
+    litellm = models_module.build_model(
+        {"provider": "litellm", "model_id": "mistral/large", "base_url": "http://proxy:4000", "top_p": 0.5}
+    )
+    assert litellm.model.kwargs == {
+        "client_args": {"api_base": "http://proxy:4000"},
+        "model_id": "mistral/large",
+        "params": {"top_p": 0.5},
+    }
+
+
+def test_other_providers_need_a_model_id(models_module, stub_model_class):
+    stub_model_class("openai", "OpenAIModel")
+    with pytest.raises(AgentAppsError, match="needs model.model_id"):
+        models_module.build_model({"provider": "openai"})
