@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginError", "hookimpl", "hookspec", "load_plugins"]
 
-#: Plugins of agent-apps itself, registered in every ContextManager (by module name,
-#: so that nothing heavy is imported until a hook runs).
-BUILTIN_PLUGINS: tuple[str, ...] = ("agent_apps.mcp.plugin",)
+#: Plugins of agent-apps itself, registered in every ContextManager: a module, or
+#: ``module:Factory`` for a plugin with settings (one instance per manager, unless the
+#: caller passed its own instance of that class). Their modules import nothing heavy.
+BUILTIN_PLUGINS: tuple[str, ...] = ("agent_apps.tools.plugin:ToolsPlugin", "agent_apps.mcp.plugin")
 
 ENTRY_POINT_GROUP = "agent_apps.skills"
 hookspec = pluggy.HookspecMarker("agent_apps")
@@ -95,9 +96,16 @@ def load_plugins(
     errors: list[PluginError] = []
     import importlib
 
-    for module in BUILTIN_PLUGINS:
-        pm.register(importlib.import_module(module), name=module)
-        dists[module] = "agent-apps"
+    for spec in BUILTIN_PLUGINS:
+        module_name, _, factory = spec.partition(":")
+        plugin: object = importlib.import_module(module_name)
+        if factory:
+            cls = getattr(plugin, factory)
+            if any(isinstance(p, cls) for p in plugins):
+                continue  # the caller configured its own
+            plugin = cls()
+        pm.register(plugin, name=spec)
+        dists[spec] = "agent-apps"
     for plugin in plugins:
         name = pm.register(plugin)
         if name is not None:

@@ -20,7 +20,13 @@ async def main(ctx, args):
     message = task.pop("task", None)
     if task:  # declared params beyond a free-form task: hand them over as JSON
         message = (f"{message}\n\n" if message else "") + "Arguments:\n" + json.dumps(task, indent=2)
-    call = {"prompt": skill.body or "", "user_message": message or "Do the task.", "name": skill.name}
+    call = {
+        "prompt": skill.body or "",
+        "user_message": message or "Do the task.",
+        "name": skill.name,
+        # the args, exactly, for the model's code (no re-typing of paths or numbers)
+        "memory": {"args": served.args},
+    }
     if skill.allowed_tools is not None:
         call["allowed_tools"] = skill.allowed_tools
     if skill.returns is not None:

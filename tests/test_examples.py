@@ -57,3 +57,16 @@ def test_documented_haiku_run_and_config():
     config = cli("config", "haiku", "--path", str(QUICK), "--json")
     sources = json.loads(config.stdout)["sources"]
     assert sources["model.agent"].startswith("haiku metadata (")
+
+
+def test_main_job_notes_digest():
+    """The README's first command, after the install: the agent's structured digest."""
+    run = cli(
+        "invoke", "notes-digest", "--path", "examples/notes-digest/skills", "folder=examples/notes-digest/notes"
+    )
+    assert run.returncode == 0, run.stderr
+    digest = json.loads(run.stdout)
+    assert [n["file"] for n in digest["notes"]] == ["garden.md", "reading.md", "trip.md"]
+    assert digest["open_todos"] == 5 and digest["notes"][2]["title"] == "Train trip to Vienna"
+    assert digest["total_words"] == sum(n["words"] for n in digest["notes"])
+    assert "✓ notes-digest (2 turns, 2 steps" in run.stderr

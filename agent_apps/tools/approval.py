@@ -1,0 +1,163 @@
+"""Human approval: the ``ask`` answer of the policy, and who gets asked.
+
+An *approver* is any callable ``approve(request: ApprovalRequest) -> bool | str``,
+plain or async. ``True`` approves; ``False`` (or ``None``) denies; a string denies
+*with the human's reason*, which the agent sees in the error (``"use staging"``). An
+approver that raises denies too. The MCP server can plug in an elicitation approver
+with :func:`session` around each request, with no change here.
+
+Who is asked, first found:
+
+1. the approver of the enclosing :func:`session` (a context variable, so each MCP
+   request or each job can have its own);
+2. the manager's default, set with :func:`set_approver`;
+3. :class:`TerminalApprover`, when stdin and stderr are both terminals;
+4. nobody: the call is denied, with a message saying approval was needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import sys
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["ApprovalRequest", "Approver", "TerminalApprover", "ask", "find_approver", "session", "set_approver"]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One call waiting for a human's yes or no."""
+
+    skill: str
+    args: Mapping[str, Any]
+    category: str | None
+    mode: str
+    #: The policy rule that asked (``security.policy.interactive.categories.admin``).
+    rule: str
+    #: Skill names from the outermost invocation down to the caller.
+    chain: tuple[str, ...] = field(default=())
+
+    def summary(self, limit: int = 500) -> str:
+        """One line for a prompt: ``shell {"command": "make deploy"} (admin)``."""
+        args = json.dumps(dict(self.args), ensure_ascii=False, default=str)
+        if len(args) > limit:
+            args = args[:limit] + "…"
+        category = f" ({self.category})" if self.category else ""
+        via = f" called by {' -> '.join(self.chain)}" if self.chain else ""
+        return f"{self.skill} {args}{category}{via}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "skill": self.skill,
+            "args": dict(self.args),
+            "category": self.category,
+            "mode": self.mode,
+            "rule": self.rule,
+            "chain": list(self.chain),
+        }
+
+
+Approver = Callable[[ApprovalRequest], "Awaitable[bool | str | None] | bool | str | None"]
+
+_session_approver: ContextVar[Approver | None] = ContextVar("agent_apps_approver", default=None)
+_session_mode: ContextVar[str | None] = ContextVar("agent_apps_security_mode", default=None)
+_defaults: weakref.WeakKeyDictionary[ContextManager, Approver] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def session(approver: Approver | None = None, *, mode: str | None = None) -> Iterator[None]:
+    """Within this block (and tasks started in it), ask ``approver`` and, when
+    ``security.mode`` is ``auto``, run in ``mode`` (``interactive``/``unattended``)."""
+    tokens = (_session_approver.set(approver), _session_mode.set(mode))
+    try:
+        yield
+    finally:
+        _session_approver.reset(tokens[0])
+        _session_mode.reset(tokens[1])
+
+
+def session_mode() -> str | None:
+    return _session_mode.get()
+
+
+def set_approver(manager: ContextManager, approver: Approver | None) -> None:
+    """The default approver of ``manager`` (None removes it)."""
+    if approver is None:
+        _defaults.pop(manager, None)
+    else:
+        _defaults[manager] = approver
+
+
+def find_approver(manager: ContextManager) -> Approver | None:
+    """Who to ask (see the module docstring), or None."""
+    approver = _session_approver.get() or _defaults.get(manager)
+    if approver is not None:
+        return approver
+    if _is_tty(sys.stdin) and _is_tty(sys.stderr):
+        return TerminalApprover()
+    return None
+
+
+async def ask(approver: Approver, request: ApprovalRequest) -> tuple[bool, str | None]:
+    """``(approved, reason)``; a failing approver is a denial, never a crash."""
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception as exc:  # the human-facing side broke: refuse, say why
+        return False, f"the approver failed ({type(exc).__name__}: {exc})"
+    if answer is True:
+        return True, None
+    if isinstance(answer, str) and answer.strip():
+        return False, answer.strip()
+    return False, None
+
+
+class TerminalApprover:
+    """Asks on the terminal: the request on stderr, ``y``/``yes`` on stdin approves.
+
+    Prompts are serialized (one question at a time even when an agent runs tools
+    concurrently); the blocking read runs in a worker thread.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self.stdin = stdin or sys.stdin
+        self.stderr = stderr or sys.stderr
+
+    async def __call__(self, request: ApprovalRequest) -> bool | str:
+        return await asyncio.to_thread(self._prompt, request)
+
+    def _prompt(self, request: ApprovalRequest) -> bool | str:
+        with TerminalApprover._lock:
+            return self._prompt_locked(request)
+
+    def _prompt_locked(self, request: ApprovalRequest) -> bool | str:
+        self.stderr.write(f"\nagent-apps: allow {request.summary()}?\n  [y]es / [N]o / or type a reason to refuse: ")
+        self.stderr.flush()
+        line = self.stdin.readline()
+        answer = line.strip()
+        if answer.lower() in ("y", "yes"):
+            return True
+        if answer.lower() in ("", "n", "no"):
+            return False
+        return answer
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False

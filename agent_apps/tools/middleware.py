@@ -1,0 +1,84 @@
+"""The permission middleware: every invocation passes the policy before it runs.
+
+It is a plain middleware callable (cheap: no extra Context per call) that the tools
+plugin contributes globally; the ``permissions`` middleware skill wraps the same
+function for users who prefer to switch it on in config (``middleware:
+[permissions]``). Whichever runs first marks the invocation (in a context variable,
+so nothing shows in the skill's ``ctx``), so it is checked once.
+
+A denial is a :class:`~agent_apps.tools.errors.PermissionDenied` raised before the
+skill runs: the agent gets it as the tool's error and can choose something else.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from . import approval
+from .errors import PermissionDenied
+from .policy import decide, resolve_mode
+from .settings import security_for
+
+if TYPE_CHECKING:
+    from ..context import Context
+    from ..middleware import CallNext
+
+__all__ = ["check_permission", "permission_middleware"]
+
+#: The id of the invocation whose check already passed, while its inner layers run.
+_checked: ContextVar[str | None] = ContextVar("agent_apps_permission_checked", default=None)
+
+
+async def permission_middleware(ctx: Context, call_next: CallNext) -> Any:
+    """Check ``ctx`` (the served invocation) against the policy, then continue."""
+    if _checked.get() == ctx.id:
+        return await call_next()
+    await check_permission(ctx)
+    token = _checked.set(ctx.id)
+    try:
+        return await call_next()
+    finally:
+        _checked.reset(token)
+
+
+async def check_permission(ctx: Context) -> None:
+    """Raise :class:`PermissionDenied` unless the policy (or a human) allows ``ctx``."""
+    skill = ctx.skill
+    if skill.kind == "callback" or skill.is_middleware:
+        return
+    category = skill.metadata.get("category")
+    category = category if isinstance(category, str) else None
+    security = security_for(ctx)
+    mode = resolve_mode(security, approval.session_mode())
+    decision = decide(skill.name, category, security, mode)
+    if decision.action == "allow":
+        return
+    event = {"type": "permission", "skill": skill.name, "category": category, "mode": mode, "rule": decision.rule}
+    if decision.action == "deny":
+        ctx.manager.emit("security", {**event, "decision": "deny"})
+        hint = "" if mode == "interactive" else "; a job can allow it by listing it in security.policy.unattended.allow"
+        raise PermissionDenied(
+            skill.name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=skill.name
+        )
+    approver = approval.find_approver(ctx._cm)
+    if approver is None:
+        ctx.manager.emit("security", {**event, "decision": "deny", "reason": "no approver"})
+        raise PermissionDenied(
+            skill.name,
+            f"needs human approval in {mode} mode and no approver is available "
+            "(no terminal, no approval.session() or set_approver())",
+            rule=decision.rule,
+            resource=skill.name,
+        )
+    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
+    request = approval.ApprovalRequest(skill.name, dict(ctx.args), category, mode, decision.rule, chain)
+    approved, reason = await approval.ask(approver, request)
+    ctx.manager.emit("security", {**event, "decision": "approved" if approved else "refused", "reason": reason})
+    if not approved:
+        raise PermissionDenied(
+            skill.name,
+            "refused by the approver" + (f": {reason}" if reason else ""),
+            rule=decision.rule,
+            resource=skill.name,
+        )

@@ -1,0 +1,146 @@
+"""Path boundaries for the file tools: allowed roots, denied paths, denied wins.
+
+Every path is made absolute (relative paths are relative to the workspace, ``~`` is
+the user's home) and resolved with symlinks followed *before* it is checked, so a link
+inside the workspace that points at ``~/.ssh`` is judged by where it points. Config
+entries are resolved the same way, so ``/tmp`` being a link (macOS) does not matter.
+
+What this does not stop: a path swapped for a symlink between the check and the open
+(we open the resolved path, and with ``O_NOFOLLOW`` on its last component, which
+narrows but does not close that window), and anything done through the ``shell`` tool,
+which runs commands as the user and is not confined to these paths.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from .errors import PermissionDenied
+
+__all__ = ["BUILTIN_DENIED", "PROTECTED_NAMES", "PathPolicy", "scratch_dir"]
+
+#: Denied for every file tool unless ``security.builtin_denied_paths: false``.
+BUILTIN_DENIED: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pypirc",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/passwd",
+)
+
+#: File names the file tools never write: config that could widen the agent's own
+#: permissions (``security.*`` lives there, and CLI tools are declared there).
+PROTECTED_NAMES: frozenset[str] = frozenset({"agent-apps.yaml", "tools.yaml"})
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def scratch_dir() -> Path:
+    """``<tmp>/agent-apps``: the scratch directory allowed by default."""
+    return Path(tempfile.gettempdir()) / "agent-apps"
+
+
+@dataclass(frozen=True)
+class PathPolicy:
+    """The resolved boundaries for one invocation."""
+
+    workspace: Path
+    allowed: tuple[str, ...]
+    denied: tuple[str, ...]
+
+    @classmethod
+    def from_security(cls, security: Mapping[str, Any], *, cwd: Path, agent_home: Path) -> PathPolicy:
+        """Build the policy from a resolved ``security`` mapping (see settings)."""
+        workspace = Path(_resolve(str(security.get("workspace") or cwd), cwd))
+        allowed_cfg = security.get("allowed_paths")
+        allowed = list(allowed_cfg) if allowed_cfg is not None else [str(workspace), str(scratch_dir())]
+        denied = list(security.get("denied_paths") or [])
+        if security.get("builtin_denied_paths", True):
+            denied += [*BUILTIN_DENIED, str(agent_home)]
+        return cls(
+            workspace=workspace,
+            allowed=tuple(_entry(e, workspace) for e in allowed),
+            denied=tuple(_entry(e, workspace) for e in denied),
+        )
+
+    def resolve(self, path: str) -> str:
+        """``path`` made absolute with symlinks followed (no check)."""
+        return _resolve(path, self.workspace)
+
+    def denied_rule(self, resolved: str) -> str | None:
+        """The denied entry that covers ``resolved``, if any."""
+        for entry in self.denied:
+            if _covers(entry, resolved):
+                return entry
+        return None
+
+    def check(self, skill: str, path: str, *, write: bool = False) -> Path:
+        """The resolved path, or :class:`PermissionDenied` saying which rule refused it."""
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise PermissionDenied(skill, f"invalid path {path!r}", resource=str(path))
+        lexical = os.path.abspath(os.path.join(self.workspace, os.path.expanduser(path)))
+        resolved = self.resolve(path)
+        shown = path if resolved == lexical else f"{path} (resolves to {resolved})"
+        for candidate in (resolved, lexical):
+            rule = self.denied_rule(candidate)
+            if rule is not None:
+                raise PermissionDenied(
+                    skill, f"{shown} is inside denied path {rule}", rule="security.denied_paths", resource=resolved
+                )
+        if not any(_covers(entry, resolved) for entry in self.allowed):
+            roots = ", ".join(self.allowed) or "(none)"
+            raise PermissionDenied(
+                skill,
+                f"{shown} is outside the allowed paths: {roots}",
+                rule="security.allowed_paths",
+                resource=resolved,
+            )
+        if write and os.path.basename(resolved) in PROTECTED_NAMES:
+            raise PermissionDenied(
+                skill,
+                f"{shown} is agent-apps configuration; the file tools never write it",
+                rule="built-in protected config names",
+                resource=resolved,
+            )
+        return Path(resolved)
+
+    def visible(self, resolved: str) -> bool:
+        """Whether a directory listing may show ``resolved`` (not denied, inside allowed)."""
+        real = self.resolve(resolved)
+        return self.denied_rule(real) is None and any(_covers(e, real) for e in self.allowed)
+
+
+def _resolve(path: str, base: Path | str) -> str:
+    return os.path.realpath(os.path.join(base, os.path.expanduser(path)))
+
+
+def _entry(entry: object, workspace: Path) -> str:
+    text = str(entry)
+    if _GLOB_CHARS & set(text):
+        return (
+            os.path.join(workspace, os.path.expanduser(text))
+            if not text.startswith(("/", "~", "*"))
+            else os.path.expanduser(text)
+        )
+    return _resolve(text, workspace)
+
+
+def _covers(entry: str, path: str) -> bool:
+    if _GLOB_CHARS & set(entry):
+        return fnmatchcase(path, entry) or fnmatchcase(path, entry.rstrip("/") + "/*")
+    return path == entry or path.startswith(entry.rstrip(os.sep) + os.sep)

@@ -1,0 +1,206 @@
+"""File tools and path boundaries: S6.1, S6.2, S6.10-S6.12, traversal, symlink escapes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from tools_helpers import INTERACTIVE, security
+
+from agent_apps import AgentAppsError, ArgsInvalid
+from agent_apps.tools import PermissionDenied
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_write_read_list_edit_in_the_workspace(cm, workspace):  # S6.1
+    out = await cm.invoke("file-write", {"path": "notes/a.txt", "content": "one\ntwo\nthree\n"}, config=INTERACTIVE)
+    assert out == {"path": str(workspace / "notes" / "a.txt"), "bytes": 14}
+    assert await cm.invoke("file-read", {"path": "notes/a.txt"}, config=INTERACTIVE) == "one\ntwo\nthree\n"
+    assert (
+        await cm.invoke("file-read", {"path": "notes/a.txt", "start_line": 2, "end_line": 2}, config=INTERACTIVE)
+        == "two\n"
+    )
+    await cm.invoke("file-write", {"path": "notes/a.txt", "content": "four\n", "append": True}, config=INTERACTIVE)
+    listing = await cm.invoke("file-list", {"recursive": True}, config=INTERACTIVE)
+    assert listing["entries"] == [{"name": "notes", "type": "dir"}, {"name": "notes/a.txt", "type": "file", "size": 19}]
+    edit = await cm.invoke(
+        "file-edit", {"path": "notes/a.txt", "old_text": "two", "new_text": "TWO"}, config=INTERACTIVE
+    )
+    assert edit["line"] == 2
+    assert (workspace / "notes" / "a.txt").read_text() == "one\nTWO\nthree\nfour\n"
+
+
+@pytest.mark.parametrize(
+    ("skill", "args", "where"),
+    [
+        ("file-read", {}, "path"),
+        ("file-read", {"path": 3}, "path"),
+        ("file-read", {"path": "a", "start_line": 0}, "start_line"),
+        ("file-write", {"path": "a"}, "content"),
+        ("file-write", {"path": "a", "content": "x", "mode": "w"}, "mode"),
+        ("file-edit", {"path": "a", "old_text": "", "new_text": "b"}, "old_text"),
+        ("file-list", {"limit": 0}, "limit"),
+        ("shell", {"command": ""}, "command"),
+    ],
+)
+async def test_invalid_params_are_validation_errors(cm, skill, args, where):  # S6.2
+    with pytest.raises(ArgsInvalid) as info:
+        await cm.invoke(skill, args, config=INTERACTIVE)
+    assert info.value.skill == skill and (info.value.path == where or where in info.value.message)
+
+
+@pytest.mark.parametrize("how", ["absolute", "traversal", "deep-traversal", "home"])
+async def test_read_outside_allowed_paths_is_denied(cm, workspace, outside, how, monkeypatch):  # S6.10
+    monkeypatch.setenv("HOME", str(outside))
+    path = {
+        "absolute": str(outside / "secret.txt"),
+        "traversal": "../outside/secret.txt",
+        "deep-traversal": "notes/../../outside/secret.txt",
+        "home": "~/secret.txt",
+    }[how]
+    with pytest.raises(PermissionDenied) as info:
+        await cm.invoke("file-read", {"path": path}, config=INTERACTIVE)
+    assert info.value.rule == "security.allowed_paths"
+    assert "outside the allowed paths" in str(info.value) and str(workspace) in str(info.value)
+
+
+async def test_write_to_denied_path_inside_allowed_is_denied(cm, workspace):  # S6.11
+    (workspace / "private").mkdir()
+    config = security(denied_paths=["private", "*.pem"])
+    for path in ("private/x.txt", "./private/../private/y.txt", "keys/server.pem"):
+        with pytest.raises(PermissionDenied) as info:
+            await cm.invoke("file-write", {"path": path, "content": "x"}, config=config)
+        assert info.value.rule == "security.denied_paths"
+    assert list((workspace / "private").iterdir()) == []
+    assert not (workspace / "keys" / "server.pem").exists()
+    # The same paths are fine without the denial.
+    await cm.invoke("file-write", {"path": "private/x.txt", "content": "x"}, config=INTERACTIVE)
+
+
+async def test_builtin_denied_paths_hold_even_when_home_is_allowed(cm, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("KEY")
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "~/.ssh/id_rsa"}, config=security(allowed_paths=["~"]))
+    listing = await cm.invoke("file-list", {"path": "~"}, config=security(allowed_paths=["~"]))
+    assert ".ssh" not in [e["name"] for e in listing["entries"]]
+
+
+async def test_symlink_escapes_are_rejected(cm, workspace, outside):  # S6.12
+    (workspace / "link.txt").symlink_to(outside / "secret.txt")
+    (workspace / "linkdir").symlink_to(outside)
+    (workspace / "dangling").symlink_to(outside / "new.txt")
+    for skill, args in [
+        ("file-read", {"path": "link.txt"}),
+        ("file-read", {"path": "linkdir/secret.txt"}),
+        ("file-write", {"path": "link.txt", "content": "pwned"}),
+        ("file-write", {"path": "linkdir/new.txt", "content": "pwned"}),
+        ("file-write", {"path": "dangling", "content": "pwned"}),
+        ("file-edit", {"path": "link.txt", "old_text": "top", "new_text": "pwned"}),
+        ("file-list", {"path": "linkdir"}),
+    ]:
+        with pytest.raises(PermissionDenied, match="resolves to"):
+            await cm.invoke(skill, args, config=INTERACTIVE)
+    assert (outside / "secret.txt").read_text() == "top secret\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    listing = await cm.invoke("file-list", {}, config=INTERACTIVE)
+    assert listing["entries"] == []  # links that lead out are not even shown
+
+
+async def test_symlink_to_a_denied_path_inside_the_workspace_is_rejected(cm, workspace):
+    (workspace / "private").mkdir()
+    (workspace / "private" / "k").write_text("k")
+    (workspace / "innocent").symlink_to(workspace / "private" / "k")
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "innocent"}, config=security(denied_paths=["private"]))
+
+
+async def test_symlink_inside_the_workspace_is_followed(cm, workspace):
+    (workspace / "real.txt").write_text("hello")
+    (workspace / "alias.txt").symlink_to(workspace / "real.txt")
+    assert await cm.invoke("file-read", {"path": "alias.txt"}, config=INTERACTIVE) == "hello"
+
+
+async def test_allowed_paths_replace_the_workspace_default(cm, workspace, outside):
+    config = security(allowed_paths=[str(outside)])
+    assert await cm.invoke("file-read", {"path": str(outside / "secret.txt")}, config=config) == "top secret\n"
+    (workspace / "a").write_text("a")
+    with pytest.raises(PermissionDenied):
+        await cm.invoke("file-read", {"path": "a"}, config=config)
+
+
+async def test_config_files_are_never_written(cm, workspace):
+    for name in ("agent-apps.yaml", "sub/tools.yaml"):
+        with pytest.raises(PermissionDenied, match="agent-apps configuration"):
+            await cm.invoke(
+                "file-write", {"path": name, "content": "security: {mode: interactive}"}, config=INTERACTIVE
+            )
+
+
+async def test_the_agent_apps_home_is_denied(cm, tmp_path):
+    home = tmp_path / "agent-apps-home"
+    home.mkdir()
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke(
+            "file-write", {"path": str(home / "config.yaml"), "content": "x"}, config=security(allowed_paths=["/"])
+        )
+
+
+@pytest.mark.parametrize("bad", ["", "a\x00b"])
+async def test_bad_path_strings(cm, bad):
+    with pytest.raises((PermissionDenied, ArgsInvalid)):
+        await cm.invoke("file-read", {"path": bad}, config=INTERACTIVE)
+
+
+async def test_large_and_binary_files(cm, workspace):
+    (workspace / "big.txt").write_text("x" * 5000)
+    text = await cm.invoke("file-read", {"path": "big.txt"}, config=security(output_kb=1))
+    assert text.startswith("x" * 1024) and "file truncated by agent-apps: showed 1024 of 5000 bytes" in text
+    (workspace / "blob.bin").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(AgentAppsError, match="looks binary"):
+        await cm.invoke("file-read", {"path": "blob.bin"}, config=INTERACTIVE)
+    with pytest.raises(AgentAppsError, match="no such file"):
+        await cm.invoke("file-read", {"path": "missing.txt"}, config=INTERACTIVE)
+
+
+async def test_edit_needs_exactly_one_match(cm, workspace):
+    target = workspace / "code.py"
+    target.write_text("x = 1\nx = 1\n    y = 2\n")
+    with pytest.raises(AgentAppsError, match="occurs 2 times") as info:
+        await cm.invoke("file-edit", {"path": "code.py", "old_text": "x = 1", "new_text": "x = 3"}, config=INTERACTIVE)
+    assert "unchanged" in str(info.value)
+    with pytest.raises(AgentAppsError, match="not found.*whitespace"):
+        await cm.invoke(
+            "file-edit", {"path": "code.py", "old_text": "y  =  2", "new_text": "y = 3"}, config=INTERACTIVE
+        )
+    with pytest.raises(AgentAppsError, match="not found"):
+        await cm.invoke("file-edit", {"path": "code.py", "old_text": "zzz", "new_text": ""}, config=INTERACTIVE)
+    assert target.read_text() == "x = 1\nx = 1\n    y = 2\n"
+    await cm.invoke(
+        "file-edit", {"path": "code.py", "old_text": "x = 1\nx = 1", "new_text": "x = 1\nx = 2"}, config=INTERACTIVE
+    )
+    assert target.read_text() == "x = 1\nx = 2\n    y = 2\n"
+
+
+async def test_list_filters_and_limits(cm, workspace):
+    for name in ("a.py", "b.py", "c.txt"):
+        (workspace / name).write_text("")
+    listing = await cm.invoke("file-list", {"match": "*.py"}, config=INTERACTIVE)
+    assert [e["name"] for e in listing["entries"]] == ["a.py", "b.py"]
+    listing = await cm.invoke("file-list", {"limit": 2}, config=INTERACTIVE)
+    assert len(listing["entries"]) == 2 and listing["truncated"] is True
+
+
+async def test_scratch_directory_is_allowed_by_default(cm):
+    from agent_apps.tools.paths import scratch_dir
+
+    path = scratch_dir() / f"test-{os.getpid()}.txt"
+    try:
+        await cm.invoke("file-write", {"path": str(path), "content": "ok"}, config=INTERACTIVE)
+        assert Path(path).read_text() == "ok"
+    finally:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,223 @@
+"""The shell tool and the subprocess runner: S6.3-S6.6, S6.13, hung processes,
+grandchildren, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from tools_helpers import INTERACTIVE, security
+
+from agent_apps import Cancelled, LimitExceeded, Signal
+from agent_apps.tools import PermissionDenied
+from agent_apps.tools.subprocess import ALLOWED_ENV, build_env, run
+
+pytestmark = pytest.mark.anyio
+PY = sys.executable
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (exited, or a zombie waiting for its reaper)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return state in ("Z", "X")
+
+
+async def wait_gone(pid: int) -> bool:
+    """Poll until the process is gone (the kill is asynchronous); never a timing claim."""
+    for _ in range(500):
+        if gone(pid):
+            return True
+        await asyncio.sleep(0.02)
+    return gone(pid)
+
+
+async def test_shell_runs_a_command(cm, workspace):  # S6.1
+    (workspace / "a.txt").write_text("hello")
+    result = await cm.invoke("shell", {"command": "cat a.txt; echo; echo err >&2; exit 3"}, config=INTERACTIVE)
+    assert result == {"exit_code": 3, "stdout": "hello\n", "stderr": "err\n", "truncated": False}
+
+
+async def test_runaway_output_is_truncated_with_a_notice(cm):  # S6.3
+    command = f"{PY} -c \"import sys; sys.stdout.write('x' * 3000000)\""
+    result = await cm.invoke("shell", {"command": command}, config=security(output_kb=64))
+    assert result["truncated"] is True and result["exit_code"] == 0
+    body, notice = result["stdout"][: 64 * 1024], result["stdout"][64 * 1024 :]
+    assert body == "x" * 64 * 1024
+    assert "output truncated by agent-apps: kept 65536 of 3000000 bytes" in notice
+
+
+async def test_default_output_cap_is_200_kb(cm):
+    result = await cm.invoke("shell", {"command": f"{PY} -c \"print('y' * 300000)\""}, config=INTERACTIVE)
+    assert (
+        result["truncated"]
+        and result["stdout"].startswith("y" * 200 * 1024)
+        and "kept 204800 of 300001" in result["stdout"]
+    )
+
+
+async def test_endless_output_is_stopped_by_the_timeout(cm):
+    with pytest.raises(LimitExceeded, match="timed out after 0.5 s") as info:
+        await cm.invoke("shell", {"command": "yes", "timeout": 0.5}, config=security(output_kb=4))
+    assert "output so far" in str(info.value)
+
+
+async def test_timeout_kills_the_whole_process_group(cm, workspace):  # S6.4
+    command = "sleep 1000 & echo $! > child.pid; (sleep 1000 & echo $! > grandchild.pid; wait) & wait"
+    with pytest.raises(LimitExceeded, match="timed out after 1 s; its process group was killed"):
+        await cm.invoke("shell", {"command": command, "timeout": 1}, config=INTERACTIVE)
+    for name in ("child.pid", "grandchild.pid"):
+        pid = int((workspace / name).read_text())
+        assert await wait_gone(pid), f"{name} {pid} survived the timeout"
+
+
+async def test_processes_left_behind_are_killed_when_the_command_exits(cm, workspace):
+    result = await cm.invoke("shell", {"command": "sleep 1000 > /dev/null 2>&1 & echo $!"}, config=INTERACTIVE)
+    assert await wait_gone(int(result["stdout"]))
+
+
+async def test_the_timeout_param_cannot_exceed_the_configured_ceiling(cm, workspace):
+    with pytest.raises(LimitExceeded, match="timed out after 1 s"):
+        await cm.invoke("shell", {"command": "sleep 1000", "timeout": 9999}, config=security(timeout=1))
+
+
+async def test_cancelling_the_signal_kills_the_process_group(cm, workspace):
+    signal = Signal()
+    task = asyncio.ensure_future(
+        cm.invoke("shell", {"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}, config=INTERACTIVE, signal=signal)
+    )
+    pid_file = workspace / "bg.pid"
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.02)
+    signal.cancel("user pressed stop")
+    with pytest.raises(Cancelled, match="user pressed stop"):
+        await task
+    assert await wait_gone(int(pid_file.read_text()))
+
+
+async def test_cancelling_the_task_kills_the_process(tmp_path):
+    pid_file = tmp_path / "pid"
+    task = asyncio.ensure_future(
+        run(["/bin/sh", "-c", f"echo $$ > {pid_file}; exec sleep 1000"], env=build_env(), timeout=600)
+    )
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await wait_gone(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /",
+        "rm -fr /*",
+        "rm -rf ~",
+        "rm -r -f $HOME",
+        "rm --no-preserve-root -rf /",
+        "sudo rm -rf build",
+        "ls && sudo -s",
+        "/usr/bin/sudo id",
+        "env X=1 nohup reboot",
+        "shutdown -h now",
+        "echo $(poweroff)",
+        "mkfs.ext4 /dev/sda1",
+        "dd if=/dev/zero of=/dev/sda",
+        "chmod 777 secret",
+        "chmod -R 777 .",
+        ":(){ :|:& };:",
+        "cat image > /dev/sda",
+        "systemctl reboot",
+    ],
+)
+async def test_dangerous_commands_are_refused(cm, command):  # S6.5
+    with pytest.raises(PermissionDenied, match="command refused") as info:
+        await cm.invoke("shell", {"command": command}, config=INTERACTIVE)
+    assert info.value.rule == "shell blocklist (defence in depth)"
+
+
+@pytest.mark.parametrize(
+    "command", ["rm -rf build/", "echo sudo", "grep reboot log.txt || true", "chmod 644 f || true"]
+)
+async def test_ordinary_commands_are_not_refused(cm, command):
+    result = await cm.invoke("shell", {"command": command}, config=INTERACTIVE)
+    assert "exit_code" in result
+
+
+async def test_subprocess_environment_is_the_allow_list_only(cm, monkeypatch):  # S6.6
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-leak-me")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "leak-me-too")
+    monkeypatch.setenv("TZ", "UTC")
+    result = await cm.invoke(
+        "shell", {"command": f"{PY} -c 'import json,os; print(json.dumps(dict(os.environ)))'"}, config=INTERACTIVE
+    )
+    env = json.loads(result["stdout"])
+    assert "leak-me" not in result["stdout"]
+    # bash itself adds a few (PWD, SHLVL, _); nothing else comes from the host.
+    assert set(env) - {"PWD", "SHLVL", "_", "OLDPWD"} <= set(ALLOWED_ENV)
+    assert env["TZ"] == "UTC" and env["PATH"] == os.environ["PATH"]
+
+
+async def test_env_names_from_config_are_passed_by_name(cm, monkeypatch):
+    monkeypatch.setenv("BUILD_FLAVOUR", "release")
+    monkeypatch.setenv("OTHER_SECRET", "nope")
+    result = await cm.invoke(
+        "shell", {"command": "echo $BUILD_FLAVOUR-$OTHER_SECRET"}, config=security(env=["BUILD_FLAVOUR"])
+    )
+    assert result["stdout"] == "release-\n"
+
+
+def test_build_env_forms():  # S6.13 (the helper; the tools.yaml form is in test_cli_tools)
+    host = {"PATH": "/bin", "SECRET": "s", "TOKEN": "t", "HOME": "/h"}
+    assert build_env(host=host) == {"PATH": "/bin", "HOME": "/h"}
+    assert build_env(["TOKEN", "MISSING"], host=host) == {"PATH": "/bin", "HOME": "/h", "TOKEN": "t"}
+    assert build_env({"DEPLOY_TOKEN": "${TOKEN}", "GONE": "${MISSING}", "FIXED": "1"}, host=host) == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "DEPLOY_TOKEN": "t",
+        "FIXED": "1",
+    }
+
+
+async def test_shell_cwd_is_path_checked(cm, workspace, outside):
+    (workspace / "sub").mkdir()
+    result = await cm.invoke("shell", {"command": "pwd", "cwd": "sub"}, config=INTERACTIVE)
+    assert result["stdout"].strip() == str(workspace / "sub")
+    with pytest.raises(PermissionDenied, match="outside the allowed paths"):
+        await cm.invoke("shell", {"command": "pwd", "cwd": str(outside)}, config=INTERACTIVE)
+
+
+async def test_output_from_both_streams_shares_the_cap():
+    result = await run(
+        [PY, "-c", "import sys; sys.stdout.write('o' * 1000); sys.stdout.flush(); sys.stderr.write('e' * 1000)"],
+        env=build_env(),
+        output_limit=1500,
+    )
+    assert result.truncated and result.total_bytes == 2000
+    assert len(result.stdout.split("\n[")[0]) + len(result.stderr.split("\n[")[0]) == 1500
+
+
+async def test_missing_program_is_a_clear_error():
+    with pytest.raises(FileNotFoundError):
+        await run(["/nonexistent/program"], env=build_env())
+
+
+def test_gone_helper():
+    assert gone(2**22 + 12345) and not gone(os.getpid())
