@@ -439,7 +439,7 @@ class _Run:
             asked.append(self.questions.get_nowait())
         state = secrets.token_urlsafe(24)
         self.srv._suspended[state] = self
-        requests = {
+        requests: dict[str, types.CreateMessageRequest | types.ListRootsRequest | types.ElicitRequest] = {
             key: types.ElicitRequest(
                 params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
             )

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env
+    from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env  # noqa: F401
 
 _LAZY = {
     "FakeBedrock": "agent_apps.testing.bedrock",

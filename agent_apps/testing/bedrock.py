@@ -104,7 +104,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict
 from urllib.parse import unquote
 
 __all__ = [
@@ -152,10 +152,10 @@ class Turn(TypedDict, total=False):
     mid_stream: bool
 
 
-TurnLike = Union[Turn, Mapping[str, Any], str]
+TurnLike = Turn | Mapping[str, Any] | str
 """A turn mapping, or a ``str`` meaning ``{"text": s}``."""
 
-TurnSource = Union[TurnLike, Callable[[dict[str, Any]], TurnLike]]
+TurnSource = TurnLike | Callable[[dict[str, Any]], TurnLike]
 """A turn, or a callable that gets the parsed request body and returns one."""
 
 StreamOutcome = Literal["complete", "error", "client_disconnected", "server_closed"]
