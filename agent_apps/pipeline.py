@@ -6,7 +6,8 @@
                       definitions); agent code (the "untrusted" flag) may only use
                       bare names
     2. depth          a cycle of skills calling each other stops with LimitExceeded
-    3. allowed-tools  the caller's allowed-tools must allow this callee with these args
+    3. allowed-tools  the caller's allowed-tools must allow this callee with these args;
+                      agent code may never call internal (meta-internal) skills
     4. args           JSON Schema (Draft 2020-12) validation; schema defaults applied
     5. middleware     the onion: plugin, cascade, frontmatter, then call-time middleware
     6. skill          main(ctx, args), or the executor for a prompt skill
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .allowed_tools import check_call
 from .context import Context, Finish, Signal
-from .errors import AgentAppsError, LimitExceeded, SkillFailed
+from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
 from .validation import validate_args, validate_result
 
 if TYPE_CHECKING:
@@ -66,6 +67,10 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         # 3. The caller's allowed-tools.
         if parent is not None and skill.kind not in _CALLER_CODE and not options.get("system"):
             check_call(parent.skill, skill, args)
+            if "meta-internal" in skill.tags and parent.internals.get("untrusted"):
+                raise ToolNotAllowed(
+                    parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
+                )
         # 4. Args.
         args = validate_args(skill, args)
     except AgentAppsError as exc:

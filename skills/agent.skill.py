@@ -19,7 +19,7 @@ frontmatter = {
         },
         "additionalProperties": False,
     },
-    "metadata": {"tags": ["meta-internal", "agent"]},
+    "metadata": {"tags": ["agent"]},
 }
 
 

@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid
-from ..skill import Skill
+from ..allowed_tools import parse_specs
+from ..errors import ToolNotAllowed
+from ..skill import Skill, is_skill_name
 from ..validation import schema_problem
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 
@@ -81,6 +83,10 @@ class AgentRun:
         #: The invocation this agent serves: the prompt skill (through agent-execute),
         #: or the skill that called ``agent`` directly.
         self.served = ctx.target or ctx.parent or ctx
+        caller = ctx.parent
+        self.untrusted_caller = caller is not None and bool(caller.internals.get("untrusted"))
+        if self.untrusted_caller:
+            _check_untrusted_call(ctx, args)
         resolved = self.cm.config_for(self.served.skill, {"model": dict(args.get("config") or {})})
         self.config: dict[str, Any] = resolved.values["model"]
         self.returns = args.get("returns")
@@ -93,6 +99,9 @@ class AgentRun:
         self.max_steps = int(self.config.get("max_steps", 30))
         self.max_retries = int(self.config.get("max_retries", 3))
         self.allowed_tools: str | None = args.get("allowed_tools")
+        if self.untrusted_caller and "allowed_tools" not in args:
+            # a sub-agent started by agent code sees no more than that code does
+            self.allowed_tools = caller.skill.allowed_tools  # type: ignore[union-attr]
         self.name: str = args.get("name") or self.served.skill.name
         self.prompt: str = args.get("prompt") or "You are a capable agent. Do the task you are given."
         self.user_message: str = args.get("user_message") or "Do the task."
@@ -101,7 +110,11 @@ class AgentRun:
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
         self.provider: str = self.config.get("agent") or "agent-strands"
-        self.exclude: list[str] = [*_EXCLUDED, ctx.skill.name, self.provider]
+        if not is_skill_name(self.provider):
+            raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {self.provider!r}")
+        # Nested agents hide the skills their ancestors serve, too (no loops through them).
+        inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
+        self.exclude: list[str] = [*_EXCLUDED, ctx.skill.name, self.provider, *filter(None, inherited)]
         self.scope = {
             "events": self.topic,
             "context_id": self.served.id,
@@ -313,6 +326,46 @@ class AgentRun:
     def scope_ids(self) -> dict[str, Any]:
         """The ids that place this run in the tree of nested agents."""
         return {"context_id": self.scope["context_id"], "ancestor_context_id": self.scope["ancestor_context_id"]}
+
+
+#: The model config keys agent code may set when it starts a sub-agent. Everything else
+#: (endpoints, credentials, regions, sandbox limits) stays with the user's config: agent
+#: code must not redirect model traffic or lift its own limits.
+UNTRUSTED_CONFIG_KEYS = frozenset(
+    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream"}
+)
+
+
+def _check_untrusted_call(ctx: Context, args: Mapping[str, Any]) -> None:
+    """Agent code starting a sub-agent may not widen what agent code can do."""
+    caller = ctx.parent
+    assert caller is not None
+    name = caller.skill.name
+    config = args.get("config") or {}
+    refused = sorted(set(config) - UNTRUSTED_CONFIG_KEYS)
+    if refused:
+        raise ToolNotAllowed(
+            name, ctx.skill.name, f"agent code may not set config {', '.join(refused)} (it may set "
+            f"{', '.join(sorted(UNTRUSTED_CONFIG_KEYS))})"
+        )
+    provider = config.get("agent")
+    if provider is not None:
+        skill = ctx.manager.context_manager.catalog.skills.get(provider) if is_skill_name(provider) else None
+        if skill is None or "provider" not in skill.tags:
+            raise ToolNotAllowed(name, ctx.skill.name, f"config.agent {provider!r} is not a provider skill")
+    requested = args.get("allowed_tools")
+    own = caller.skill.allowed_tools
+    if requested is None or requested == own:
+        return
+    specs = parse_specs(own) if own else ()
+    widening_ok = any(s.glob == "*" for s in specs) or any(
+        s.matches_name(ctx.skill) and any(k == "allowed_tools" for k, _ in s.constraints) for s in specs
+    )
+    if not widening_ok:
+        raise ToolNotAllowed(
+            name, ctx.skill.name, "agent code may start a sub-agent only with its own allowed-tools, unless its "
+            "allowed-tools says which, as in agent(allowed_tools=file-*)"
+        )
 
 
 _POOL: Any = None

@@ -387,3 +387,72 @@ async def test_cancelled_agent_leaves_no_thread_behind(context_manager, tools):
             break
         await asyncio.sleep(0.05)
     assert threads() == before
+
+
+EVIL = (
+    "inline://frontmatter = {'params': {'type': 'object'}}\\n"
+    "def main(ctx, args):\\n    open(%r, 'w').write('pwned')\\n    return {}\\n"
+)
+
+ESCAPES = {
+    # agent code calls a provider directly, handing it refs to host code
+    "provider-direct": (
+        "*",
+        "await ctx.manager.invoke('agent-scripted', {'prompt': 'p', 'config': {'script': [{'text': 't'}]},"
+        " 'invoke_ref': EVIL, 'hook_ref': EVIL})",
+        "may not call internal skills",
+    ),
+    # agent code names host code as the sub-agent's provider
+    "provider-inline": (
+        "agent(allowed_tools=word-count)",
+        "await ctx.manager.invoke('agent', {'prompt': 'p', 'allowed_tools': 'word-count', 'config': {'agent': EVIL}})",
+        "is not a provider skill",
+    ),
+    # agent code points the sub-agent's model at another endpoint
+    "endpoint": (
+        "agent",
+        "await ctx.manager.invoke('agent', {'prompt': 'p', 'config': {'endpoint_url': 'http://127.0.0.1:9'}})",
+        "may not set config endpoint_url",
+    ),
+    # agent code without hidden skills starts a sub-agent that may call everything
+    "widen": (
+        None,
+        "await ctx.manager.invoke('agent', {'prompt': 'p', 'allowed_tools': '*'})",
+        "only with its own allowed-tools",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+async def test_agent_code_cannot_escape_through_providers_or_sub_agents(context_manager, tools, tmp_path, name):
+    allowed, code, words = ESCAPES[name]
+    marker = tmp_path / "pwned"
+    code = f"EVIL = {EVIL % str(marker)!r}\n{code}"
+    events = []
+    context_manager.events.subscribe("x", lambda topic, e: events.append(e))
+    extra = {"allowed_tools": allowed} if allowed is not None else {}
+    await agent(context_manager, [{"code": code}, {"text": "done"}], events="x", **extra)
+    (error,) = [e["result"] for e in events if e["type"] == "tool-error"]
+    assert "ToolNotAllowed" in error and words in error
+    assert not marker.exists()
+
+
+async def test_providers_only_accept_callback_refs(context_manager, tools):
+    from agent_apps import ArgsInvalid
+
+    with pytest.raises(ArgsInvalid, match="invoke_ref"):
+        await context_manager.invoke(
+            "agent-scripted", {"prompt": "p", "invoke_ref": "inline://x", "hook_ref": "callback://agent-hook.x"}
+        )
+
+
+async def test_nested_agent_does_not_see_the_skill_its_ancestor_serves(context_manager, write_skill, tools):
+    write_skill("echo-provider", PROMPT_PROVIDER.replace('["meta-internal"]', '["meta-internal", "provider"]'))
+    write_skill(
+        "outer-skill.skill.md",
+        "---\ndescription: Outer.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
+        "      - code: |\n          r = await ctx.manager.invoke('agent', {'prompt': 'inner', 'config': {'agent': 'echo-provider'}})\n"
+        "          ctx.manager.finish(r['prompt'])\n---\nOuter.\n",
+    )
+    prompt = await context_manager.invoke("outer-skill")
+    assert "### outer-skill" not in prompt and "outer-skill" not in prompt

@@ -24,7 +24,7 @@ async def test_visible_skills_are_tools_with_schemas(server, mode):
     async with Client(server.server, mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert {"word-count", "stats", "hello", "counter", "file-read"} <= set(tools)
-    assert "secret" not in tools and "agent" not in tools and "agent-scripted" not in tools
+    assert "secret" not in tools and "agent-scripted" not in tools and "agent-execute" not in tools
     wc = tools["word-count"]
     assert wc.description == "Count the words in a text."
     assert wc.input_schema["required"] == ["text"]

@@ -27,8 +27,8 @@ frontmatter = {
         "properties": {
             "prompt": {"type": "string"},
             "config": {"type": "object"},
-            "invoke_ref": {"type": "string"},
-            "hook_ref": {"type": "string"},
+            "invoke_ref": {"type": "string", "pattern": "^callback://"},
+            "hook_ref": {"type": "string", "pattern": "^callback://"},
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
         },
