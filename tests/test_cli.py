@@ -12,6 +12,7 @@ import time
 import pytest
 
 from agent_apps.cli import main
+from agent_apps.testing import default_sigint
 
 COUNT = """
 frontmatter = {
@@ -188,6 +189,7 @@ def test_ctrl_c_cancels_cleanly(tmp_path, skills_path, write_skill):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)

@@ -20,7 +20,19 @@ _LAZY = {
     "dummy_aws_env": "agent_apps.testing.bedrock",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [*sorted(_LAZY), "default_sigint"]
+
+
+def default_sigint() -> None:
+    """``subprocess.Popen(..., preexec_fn=default_sigint)`` for tests that press Ctrl-C.
+
+    A process started in the background by a non-interactive shell (as CI jobs are)
+    inherits SIGINT *ignored*, and Python then installs no KeyboardInterrupt handler;
+    this puts the default back in the child so that ``send_signal(SIGINT)`` works.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def __getattr__(name: str) -> Any:

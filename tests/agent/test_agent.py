@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from agent_apps import ArgsInvalid, Cancelled, LimitExceeded, ResultInvalid, Signal, SkillFailed
+from agent_apps.testing import default_sigint
 
 pytestmark = pytest.mark.anyio
 
@@ -332,6 +333,7 @@ def test_cli_ctrl_c_stops_a_running_agent(tmp_path, skills_path, write_skill):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     line = ""
     while "⚙ invoke" not in line:

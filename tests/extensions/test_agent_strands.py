@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps.testing import default_sigint
 from agent_apps.testing.bedrock import FakeBedrock, dummy_aws_env
 
 pytestmark = [
@@ -357,6 +358,7 @@ def test_ctrl_c_in_the_cli_stops_a_hanging_stream(tmp_path, aws, bedrock, write_
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert bedrock.wait_hanging(30), process.stderr.read() if process.poll() is not None else "no hang"
