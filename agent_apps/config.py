@@ -47,6 +47,65 @@ DEFAULTS: dict[str, Any] = {
 
 _CONCATENATED = {"middleware"}
 
+# The types of the keys agent-apps itself reads, checked for every layer, so that a typo
+# in a config file is an error naming the file and line instead of a surprise later.
+_INT, _NUM, _BOOL, _STR, _MAP = "an integer", "a number", "true or false", "a string", "a mapping"
+_KNOWN: dict[tuple[str, ...], str] = {
+    ("middleware",): "a list of strings",
+    ("model",): _MAP,
+    ("model", "agent"): _STR,
+    ("model", "model_id"): _STR,
+    ("model", "region"): _STR,
+    ("model", "max_turns"): _INT,
+    ("model", "max_steps"): _INT,
+    ("model", "max_retries"): _INT,
+    ("model", "retry_delay"): _NUM,
+    ("model", "persistent"): _BOOL,
+    ("model", "context_edit"): _BOOL,
+    ("model", "context_keep"): _INT,
+    ("model", "temperature"): _NUM,
+    ("model", "max_tokens"): _INT,
+    ("model", "sandbox"): _MAP,
+    ("security",): _MAP,
+    ("security", "allowed_paths"): "a list of strings",
+    ("security", "denied_paths"): "a list of strings",
+    ("security", "env"): "a list of strings",
+    ("security", "mode"): _STR,
+    ("security", "workspace"): _STR,
+    ("security", "timeout"): _NUM,
+    ("security", "output_kb"): _INT,
+    ("security", "policy"): _MAP,
+    ("mcp_servers",): _MAP,
+}
+
+
+def config_problem(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
+    """``(key path, expected)`` for the first known key of the wrong type, else None."""
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        expected = _KNOWN.get(path)
+        if expected is not None and not _is(value, expected):
+            return path, expected
+        if isinstance(value, Mapping) and len(path) < 2:
+            problem = config_problem(value, path)
+            if problem:
+                return problem
+    return None
+
+
+def _is(value: Any, expected: str) -> bool:
+    if expected == _MAP:
+        return isinstance(value, Mapping)
+    if expected == _BOOL:
+        return isinstance(value, bool)
+    if expected == _INT:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if expected == _NUM:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == _STR:
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
 
 def agent_apps_home() -> Path:
     """``$AGENT_APPS_HOME``, else ``~/.agent-apps``: user skills and config."""
@@ -170,6 +229,12 @@ class Cascade:
             ) from None
         if not isinstance(data, dict):
             raise ConfigError(f"must hold a mapping, not {type(data).__name__}", path=str(path))
+        problem = config_problem(data)
+        if problem is not None:
+            keys, expected = problem
+            raise ConfigError(
+                f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(path.read_text(), keys)
+            )
         self._files[path] = (mtime, data)
         return data
 
@@ -180,6 +245,22 @@ class Cascade:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
         return table if isinstance(table, dict) else None
+
+
+def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
+    """The line of a nested key in YAML text (for error messages)."""
+    import yaml
+
+    node = yaml.compose(text)
+    line = None
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if k.value == key), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
 
 
 def _merge(resolved: Resolved, data: Mapping[str, Any], source: str, prefix: str, into: dict[str, Any]) -> None:

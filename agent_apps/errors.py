@@ -68,9 +68,9 @@ class SkillNotFound(AgentAppsError):
 
 
 class SkillLoadError(AgentAppsError):
-    """A skill file is broken: syntax error, bad frontmatter, bad name, missing main."""
+    """A skill file is broken: syntax error, bad frontmatter, bad name, missing main.
 
-    call_error = True
+    Not a call error: the call was fine, the skill is broken (exit status 1)."""
 
     def __init__(self, message: str, *, path: str, line: int | None = None, skill: str | None = None) -> None:
         self.path = path

@@ -17,7 +17,7 @@ from .config import Cascade, Resolved, agent_apps_home
 from .context import Context, Signal
 from .errors import AgentAppsError, Cancelled, SkillNotFound, ToolNotAllowed
 from .events import EventBus
-from .loading import load_file, load_source
+from .loading import load_file, load_source, skill_name_for
 from .middleware import MiddlewareFn, compose, skill_middleware
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
@@ -134,6 +134,9 @@ class ContextManager:
         """The skill named ``name``, or :class:`SkillNotFound` with suggestions."""
         skill = self.catalog.skills.get(name)
         if skill is None:
+            for error in self.catalog.errors:  # a file of that name failed to load: say why
+                if error.skill == name or skill_name_for(Path(error.path)) == name:
+                    raise error
             close = difflib.get_close_matches(name, list(self.catalog.skills), n=3)
             raise SkillNotFound(name, suggestions=close)
         return skill

@@ -75,6 +75,12 @@ class Catalog:
         winner = self.skills.get(skill.name)
         if winner is None:
             self.skills[skill.name] = skill
+        elif winner.root is not None and winner.root == skill.root and skill.path:
+            # the same directory tree: almost certainly a mistake, so say so
+            self.errors.append(
+                SkillLoadError(f"a skill named {skill.name!r} already exists here: {winner.where()} wins",
+                               path=skill.path, line=skill.line, skill=skill.name)
+            )
         self.entries.append(Entry(skill, winner))
 
 

@@ -236,4 +236,17 @@ def check_frontmatter(
         raise fail("'metadata.visibility' must be 'hidden' or 'visible'", "metadata")
     if metadata.get("role") not in (None, "middleware"):
         raise fail("'metadata.role' must be 'middleware' when given", "metadata")
+    from .config import config_problem
+
+    problem = config_problem(metadata)
+    if problem is not None:
+        raise fail(f"'metadata.{'.'.join(problem[0])}' must be {problem[1]}", "metadata")
+    allowed = frontmatter.get("allowed-tools")
+    if allowed is not None:
+        from .allowed_tools import parse_specs
+
+        try:
+            parse_specs(allowed)
+        except ValueError as exc:
+            raise fail(str(exc), "allowed-tools") from None
     return extra

@@ -74,3 +74,23 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
     (project / "agent-apps.yaml").write_text("- just a list\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         cm.config_for(None)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("middleware: timing\n", 1, "middleware must be a list of strings"),
+        ("middleware: 5\n", 1, "middleware must be a list of strings"),
+        ("model: 5\n", 1, "model must be a mapping"),
+        ("model:\n  temperature: 0.2\n  max_turns: abc\n", 3, "model.max_turns must be an integer"),
+        ("security:\n  allowed_paths: /tmp/x\n", 2, "security.allowed_paths must be a list of strings"),
+    ],
+)
+def test_known_keys_of_the_wrong_type_name_file_and_line(tmp_path, text, line, words):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent-apps.yaml").write_text(text)
+    cm = make(tmp_path, tmp_path / "none")
+    with pytest.raises(ConfigError) as info:
+        cm.config_for(None)
+    assert str(info.value) == f"{project / 'agent-apps.yaml'}:{line}: {words}"

@@ -177,3 +177,32 @@ def test_unreadable_directory_entries_do_not_break_listing(tmp_path):
     (root / "__pycache__").mkdir()
     cm = ContextManager([root], cwd=tmp_path, env=False, project=False, user=False, entry_points=False, bundled=False)
     assert cm.skills() == [] and cm.errors == []
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "words"),
+    [
+        ('{"metadata": {"model": 5}}', "'metadata.model' must be a mapping"),
+        ('{"metadata": {"model": {"max_turns": "many"}}}', "'metadata.model.max_turns' must be an integer"),
+        ('{"allowed-tools": "file-read(path="}', "missing ')'"),
+    ],
+)
+def test_bad_metadata_and_allowed_tools_are_load_errors(write_skill, context_manager, frontmatter, words):
+    path = write_skill("odd", f"frontmatter = {frontmatter}\nasync def main(ctx, args): ...\n")
+    (error,) = context_manager.errors
+    assert error.path == str(path) and words in str(error)
+
+
+def test_invoking_a_broken_skill_shows_why_not_unknown(write_skill, context_manager):
+    path = write_skill("broken", "frontmatter = {\n")
+    with pytest.raises(SkillLoadError) as info:
+        context_manager.invoke_sync("broken")
+    assert str(info.value).startswith(f"{path}:1: syntax error")
+
+
+def test_two_skills_of_one_name_in_one_tree_is_an_error(write_skill, context_manager, skills_path):
+    first = write_skill("a-one", 'frontmatter = {"name": "twin"}\nasync def main(ctx, args):\n    return 1\n')
+    second = write_skill("b-two", 'frontmatter = {"name": "twin"}\nasync def main(ctx, args):\n    return 2\n')
+    assert context_manager.invoke_sync("twin") == 1
+    (error,) = context_manager.errors
+    assert error.path == str(second) and f"{first}:1 wins" in str(error)

@@ -95,7 +95,8 @@ class CliTool:
                 )
         out = [_render(a, values) for a in self.args]
         for key, extra in self.optional_args.items():
-            if key in values:
+            # a boolean flag is "given" only when true: `force: false` must not add --force
+            if key in values and values[key] is not False and values[key] is not None:
                 out += [_render(a, values) for a in extra]
         return out
 

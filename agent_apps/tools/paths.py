@@ -67,9 +67,9 @@ class PathPolicy:
     def from_security(cls, security: Mapping[str, Any], *, cwd: Path, agent_home: Path) -> PathPolicy:
         """Build the policy from a resolved ``security`` mapping (see settings)."""
         workspace = Path(_resolve(str(security.get("workspace") or cwd), cwd))
-        allowed_cfg = security.get("allowed_paths")
-        allowed = list(allowed_cfg) if allowed_cfg is not None else [str(workspace), str(scratch_dir())]
-        denied = list(security.get("denied_paths") or [])
+        allowed_cfg = _paths(security.get("allowed_paths"))
+        allowed = allowed_cfg if allowed_cfg is not None else [str(workspace), str(scratch_dir())]
+        denied = _paths(security.get("denied_paths")) or []
         if security.get("builtin_denied_paths", True):
             denied += [*BUILTIN_DENIED, str(agent_home)]
         return cls(
@@ -144,3 +144,10 @@ def _covers(entry: str, path: str) -> bool:
     if _GLOB_CHARS & set(entry):
         return fnmatchcase(path, entry) or fnmatchcase(path, entry.rstrip("/") + "/*")
     return path == entry or path.startswith(entry.rstrip(os.sep) + os.sep)
+
+
+def _paths(value: Any) -> list[str] | None:
+    """A list of paths from config; one string is one path (never its characters)."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else [str(v) for v in value]

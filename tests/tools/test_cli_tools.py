@@ -62,6 +62,16 @@ tools:
       count: {type: integer, minimum: 0}
       loud: {type: boolean}
 
+  - name: get_all
+    description: "kubectl get with an optional boolean flag"
+    category: read
+    cmd: kubectl
+    args: ["get", "pods"]
+    optional_args:
+      watch: ["--watch"]
+    parameters:
+      watch: {type: boolean, optional: true}
+
   - name: deploy_app
     description: "Deploy"
     category: admin
@@ -99,6 +109,9 @@ async def test_optional_args_add_their_flags_only_when_given(tcm):
     assert json.loads(out["stdout"]) == ["get", "pods", "-n", "kube-system"]
     out = await tcm.invoke("kubectl-get", {"resource": "nodes", "selector": "app=web"}, config=INTERACTIVE)
     assert json.loads(out["stdout"]) == ["get", "nodes", "--selector=app=web"]
+    for watch, argv in ((True, ["get", "pods", "--watch"]), (False, ["get", "pods"])):
+        out = await tcm.invoke("get-all", {"watch": watch}, config=INTERACTIVE)
+        assert json.loads(out["stdout"]) == argv  # a false boolean adds no flag
 
 
 NASTY = [
