@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPServerError", "ServerConnection", "close_servers", "mcp_skills", "skill_name"]
 
+
 DEFAULT_STARTUP_TIMEOUT = 30.0
 
 
@@ -281,11 +282,15 @@ class _transport:
             return streamable_http_client(spec["url"], http_client=self._http)
         from mcp import StdioServerParameters
 
-        env = spec.get("env")
+        # Marked, so that an agent-apps started here does not mount servers in turn:
+        # a config that mounts `agent-apps mcp` would otherwise start copies forever.
+        from .plugin import MOUNTED_ENV
+
+        env = {**{k: str(v) for k, v in (spec.get("env") or {}).items()}, MOUNTED_ENV: "1"}
         return StdioServerParameters(
             command=str(spec["command"]),
             args=[str(a) for a in spec.get("args") or []],
-            env={k: str(v) for k, v in env.items()} if env else None,
+            env=env,
             cwd=spec.get("cwd"),
         )
 

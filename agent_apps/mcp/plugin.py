@@ -6,6 +6,7 @@ Registered in every ContextManager (``agent_apps.plugins.BUILTIN_PLUGINS``). It 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,10 @@ from ..plugins import hookimpl
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
+
+#: Set in the environment of the stdio servers we start: an agent-apps started that way
+#: mounts no servers itself, or a config mounting `agent-apps mcp` would loop forever.
+MOUNTED_ENV = "AGENT_APPS_MCP_MOUNTED"
 
 
 @hookimpl
@@ -24,7 +29,7 @@ def agent_apps_skills(manager: ContextManager) -> Iterable[Any]:
     except AgentAppsError:  # a broken config file is reported by whoever reads it next
         return []
     servers = resolved.values.get("mcp_servers")
-    if not servers:
+    if not servers or os.environ.get(MOUNTED_ENV):
         return []
     from .client import mcp_skills
 

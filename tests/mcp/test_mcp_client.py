@@ -171,3 +171,23 @@ def test_cli_list_shows_mcp_tools_and_the_broken_server(tmp_path, skills_path, s
     assert {"helper-add", "word-count"} <= names
     assert any("mcp_servers.gone" in e and "failed to start" in e for e in data["errors"])
     assert "mcp_servers.gone" in result.stderr
+
+
+def test_mounting_agent_apps_itself_does_not_loop(tmp_path, skills_path, skills):
+    """A user config that mounts `agent-apps mcp` is read by that child too; the child
+    must not mount it again (it would start copies of itself forever)."""
+    home = Path(os.environ["AGENT_APPS_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    server = {"command": sys.executable, "args": ["-m", "agent_apps", "mcp", "--path", str(skills_path)]}
+    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {"self": server}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_apps", "list", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    names = {s["name"] for s in json.loads(result.stdout)["skills"]}
+    assert "self-word-count" in names
+    assert not any(name.startswith("self-self-") for name in names)
