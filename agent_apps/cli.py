@@ -90,6 +90,9 @@ def _innermost_frame(exc: BaseException) -> str | None:
 def _manager(args: argparse.Namespace) -> Any:
     from .manager import ContextManager
 
+    for path in args.path:
+        if not os.path.isdir(path):
+            print(f"agent-apps: warning: --path {path}: no such directory", file=sys.stderr)
     return ContextManager(search_path=args.path)
 
 
@@ -211,9 +214,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not sep:
         host, port = "127.0.0.1", args.http
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit():
-        raise UsageError(f"--http {args.http}: expected HOST:PORT or PORT")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--http {args.http}: expected HOST:PORT or PORT, with a port from 0 to 65535")
     token = os.environ.get("AGENT_APPS_MCP_TOKEN") or None
+    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+        raise UsageError(
+            f"--http {args.http} would serve every skill to the network without authentication: "
+            "set AGENT_APPS_MCP_TOKEN (clients then send 'Authorization: Bearer <token>')"
+        )
 
     def ready(url: str) -> None:
         auth = " (Authorization: Bearer $AGENT_APPS_MCP_TOKEN required)" if token else ""

@@ -60,10 +60,11 @@ class SkillNotFound(AgentAppsError):
 
     call_error = True
 
-    def __init__(self, ref: str, *, suggestions: list[str] | None = None) -> None:
+    def __init__(self, ref: str, *, suggestions: list[str] | None = None, reason: str | None = None) -> None:
         self.ref = ref
         self.suggestions = suggestions or []
         hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
+        hint += f": {reason}" if reason else ""
         super().__init__(f"no skill named {ref!r}{hint}", skill=ref)
 
 

@@ -111,7 +111,10 @@ class ContextManager:
                 roots += [Root(Path(d).resolve(), origin) for d in impl() or ()]
         if self._layers["bundled"]:
             roots += bundled_roots()
-        return roots
+        unique: dict[Path, Root] = {}  # a directory is scanned once, at its first place
+        for root in roots:
+            unique.setdefault(root.path, root)
+        return list(unique.values())
 
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
@@ -301,6 +304,11 @@ class ContextManager:
             if skill is None:
                 skill = self._inline[source] = load_source(source)
             return skill
+        scheme, sep, _ = ref.partition("://")
+        if sep and scheme != "file":
+            raise SkillNotFound(
+                ref[:60], reason=f"unknown ref scheme '{scheme}://' (use a name, file://, inline:// or callback://)"
+            )
         if ref.startswith("file://") or ref.endswith(_PATH_SUFFIXES) or "/" in ref or os.sep in ref:
             return self._file_skill(Path(ref.removeprefix("file://")))
         raise SkillNotFound(ref)

@@ -201,3 +201,21 @@ def test_ctrl_c_cancels_cleanly(tmp_path, skills_path, write_skill):
             break
         time.sleep(0.01)
     assert marker.read_text() == "cancelled"
+
+
+def test_unknown_ref_scheme_and_missing_path_are_explained(cli, capsys):
+    code, out, err = cli("invoke", "weird://x")
+    assert code == 2 and "unknown ref scheme 'weird://'" in err
+    assert main(["list", "--path", "/nonexistent/dir"]) == 0
+    assert "warning: --path /nonexistent/dir: no such directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [("127.0.0.1:99999", "a port from 0 to 65535"), ("0.0.0.0:8123", "without authentication")],
+)
+def test_mcp_http_refuses_bad_or_open_addresses(capsys, monkeypatch, address, words):
+    pytest.importorskip("mcp")
+    monkeypatch.delenv("AGENT_APPS_MCP_TOKEN", raising=False)
+    assert main(["mcp", "--http", address]) == 2
+    assert words in capsys.readouterr().err

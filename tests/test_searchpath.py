@@ -91,3 +91,10 @@ def test_broken_entry_point_package_is_reported_not_fatal(tmp_path, monkeypatch)
     cm = ContextManager([], cwd=tmp_path, env=False, project=False, user=False)
     assert "skill-list" in [s.name for s in cm.skills()]
     assert any("frobnicate" in str(e) for e in cm.errors)
+
+
+def test_a_directory_on_the_path_twice_is_scanned_once(tmp_path):
+    put(tmp_path / "skills", "only", "once")
+    cm = ContextManager([tmp_path / "skills"], cwd=tmp_path, env=False, user=False, entry_points=False, bundled=False)
+    assert [r.origin for r in cm.roots()] == ["path"]  # ./skills is the same directory
+    assert cm.errors == [] and len(cm.catalog.entries) == 1

@@ -119,7 +119,7 @@ def _check(program: str, args: list[str]) -> str | None:
     if program == "rm":
         if "--no-preserve-root" in longs:
             return "'rm --no-preserve-root' is blocked"
-        hit = [t for t in targets if t.rstrip("/") in _SYSTEM_DIRS or t in _SYSTEM_DIRS]
+        hit = [t for t in targets if t in _SYSTEM_DIRS or _normal(t) in _SYSTEM_DIRS]
         if recursive and hit:
             return f"recursive 'rm' of {hit[0]} is blocked"
     if program == "chmod":
@@ -130,3 +130,13 @@ def _check(program: str, args: list[str]) -> str | None:
     if program == "chown" and recursive and any(t in ("/", "/*") for t in targets):
         return "recursive 'chown' of / is blocked"
     return None
+
+
+def _normal(target: str) -> str:
+    """``//``, ``/.``, ``/usr/../`` and ``/etc/`` as the directory they name."""
+    if not target.startswith("/"):
+        return target
+    import posixpath
+
+    normal = posixpath.normpath(target)
+    return "/" if normal == "//" else normal

@@ -128,6 +128,9 @@ async def test_cancelling_the_task_kills_the_process(tmp_path):
     "command",
     [
         "rm -rf /",
+        "rm -rf //",
+        "rm -rf /.",
+        "rm -rf /usr/..",
         "rm -fr /*",
         "rm -rf ~",
         "rm -r -f $HOME",
