@@ -316,6 +316,10 @@ def _result(result: Any, skill: str, server: str, tool: str) -> Any:
         message = "\n".join(texts) or "the tool reported an error"
         raise MCPServerError(skill, f"{message} (tool {tool!r} of MCP server {server!r})")
     if result.structured_content is not None:
+        from .server import WRAPPED
+
+        if (result.meta or {}).get(WRAPPED) and set(result.structured_content) == {"result"}:
+            return result.structured_content["result"]  # an agent-apps server wrapped a non-object
         return result.structured_content
     if len(texts) == len(result.content):
         return texts[0] if len(texts) == 1 else "\n".join(texts)
@@ -402,7 +406,11 @@ def _tool_skill(conn: ServerConnection, tool: Any) -> Skill:
     params = dict(tool.input_schema or {"type": "object", "properties": {}})
     metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name}}
     if tool.output_schema:
-        metadata["returns"] = tool.output_schema
+        from .server import WRAPPED
+
+        schema = dict(tool.output_schema)
+        # an agent-apps server wraps non-object results; the skill returns them unwrapped
+        metadata["returns"] = schema["properties"]["result"] if schema.get(WRAPPED) else schema
 
     async def main(ctx: Any, args: dict[str, Any]) -> Any:
         return await conn.call(tool.name, args, name)

@@ -65,6 +65,8 @@ log = logging.getLogger("agent_apps.mcp")
 
 CALLBACK_SCHEME = "callback://"
 EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}}
+#: Result metadata marking structured content wrapped as ``{"result": value}``.
+WRAPPED = "agent-apps/wrapped"
 _WRAP_NOTE = 'The skill\'s result, wrapped as {"result": value} because MCP structured content is a JSON object.'
 _WATCHED_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "agent-apps.yaml")
 _SKIP_DIRS = {"__pycache__", "node_modules"}
@@ -86,7 +88,13 @@ def output_schema(returns: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     if _object_schema(returns):
         return returns
-    return {"type": "object", "description": _WRAP_NOTE, "properties": {"result": returns}, "required": ["result"]}
+    return {
+        "type": "object",
+        "description": _WRAP_NOTE,
+        "properties": {"result": returns},
+        "required": ["result"],
+        WRAPPED: True,  # an unknown keyword to validators; our client unwraps by it
+    }
 
 
 def structured(skill: Skill, value: Any) -> dict[str, Any]:
@@ -318,10 +326,13 @@ class SkillServer:
             log.warning("tool %s: internal error", run.tool, exc_info=exc)
             return _error_result(f"internal error: {type(exc).__name__}: {exc}")
         value = task.result()
+        content = structured(run.skill, value)
         return types.CallToolResult(
             content=[types.TextContent(text=_text(value))],
-            structured_content=structured(run.skill, value),
+            structured_content=content,
             is_error=False,
+            # tells an agent-apps client to unwrap {"result": value} back to the value
+            meta={WRAPPED: True} if content is not value else None,
         )
 
     # -- tool-list changes -------------------------------------------------------------

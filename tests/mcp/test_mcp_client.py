@@ -147,7 +147,8 @@ async def test_http_server_with_headers(tmp_path, skills_path, skills, monkeypat
             assert "remote-word-count" in skills and "remote-stats" in skills
             assert skills["remote-stats"].returns["properties"] == {"words": {"type": "integer"}}
             assert await cm.invoke("remote-stats", {"text": "a b"}) == {"words": 2}
-            assert await cm.invoke("remote-word-count", {"text": "a b c"}) == {"result": 3}
+            assert skills["remote-word-count"].returns == {"type": "integer"}
+            assert await cm.invoke("remote-word-count", {"text": "a b c"}) == 3  # unwrapped again
         finally:
             close_servers(cm)
 
