@@ -67,7 +67,7 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         # 3. The caller's allowed-tools.
         if parent is not None and skill.kind not in _CALLER_CODE and not options.get("system"):
             check_call(parent.skill, skill, args)
-            if "meta-internal" in skill.tags and parent.internals.get("untrusted"):
+            if parent.internals.get("untrusted") and "meta-internal" in skill.tags:
                 raise ToolNotAllowed(
                     parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
                 )
