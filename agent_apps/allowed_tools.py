@@ -128,7 +128,8 @@ def visible_tools(
 
     * hidden skills only when named exactly;
     * the caller itself only when named exactly (no ``greeter -> agent -> greeter``);
-    * ``exclude``, and skills tagged ``meta-internal`` (the agent and its providers), never;
+    * ``exclude`` (the agent passes itself and its provider), and skills tagged
+      ``meta-internal`` (providers, executors), never;
     * discovery mode when ``allowed`` is None or has a bare ``*``, else constrained.
     """
     specs = parse_specs(allowed) if allowed else ()
