@@ -7,15 +7,19 @@ import pytest
 from agent_apps import ConfigError, ContextManager
 
 
+def user_config(tmp_path, monkeypatch, text):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
+    (home / "config.yaml").write_text(text)
+
+
 def make(tmp_path, skills):
     return ContextManager([skills], cwd=tmp_path / "project", env=False, project=True, user=False, entry_points=False)
 
 
 def test_layers_in_order_with_sources(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
-    (home / "config.yaml").write_text("model:\n  model_id: user-model\n  temperature: 0.1\n  region: us-east-1\n")
+    user_config(tmp_path, monkeypatch, "model:\n  model_id: user-model\n  temperature: 0.1\n  region: us-east-1\n")
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text('[tool.agent-apps.model]\nmodel_id = "project-model"\n')
@@ -50,10 +54,7 @@ def test_project_yaml_wins_over_pyproject_in_the_same_directory(tmp_path):
 
 
 def test_middleware_lists_concatenate(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
-    (home / "config.yaml").write_text("middleware: [audit]\n")
+    user_config(tmp_path, monkeypatch, "middleware: [audit]\n")
     project = tmp_path / "project"
     project.mkdir()
     (project / "agent-apps.yaml").write_text("middleware: [timing]\n")

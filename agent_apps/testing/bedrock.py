@@ -232,26 +232,18 @@ def encode_event(headers: Mapping[str, str], payload: bytes) -> bytes:
     return message + struct.pack("!I", _crc32(message))
 
 
-def _event(event_type: str, body: Mapping[str, Any]) -> bytes:
+def _event(event_type: str, body: Mapping[str, Any], *, message_type: str = "event") -> bytes:
+    """One JSON event-stream message; ``message_type="exception"`` makes ``event_type``
+    the exception's name, as the service sends errors that happen mid-stream."""
+    kind = ":exception-type" if message_type == "exception" else ":event-type"
     return encode_event(
-        {
-            ":event-type": event_type,
-            ":content-type": "application/json",
-            ":message-type": "event",
-        },
+        {kind: event_type, ":content-type": "application/json", ":message-type": message_type},
         json.dumps(body).encode("utf-8"),
     )
 
 
 def _exception_event(member: str, body: Mapping[str, Any]) -> bytes:
-    return encode_event(
-        {
-            ":exception-type": member,
-            ":content-type": "application/json",
-            ":message-type": "exception",
-        },
-        json.dumps(body).encode("utf-8"),
-    )
+    return _event(member, body, message_type="exception")
 
 
 def decode_event_stream(data: bytes) -> list[tuple[dict[str, str], bytes]]:
