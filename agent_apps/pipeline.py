@@ -71,8 +71,10 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 raise ToolNotAllowed(
                     parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
                 )
-        # 4. Args.
+        # 4. Args (and the keys of the call's config).
         args = validate_args(skill, args)
+        if options.get("config"):
+            cm.check_call_config(options["config"])
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise

@@ -34,7 +34,11 @@ frontmatter = {
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
-    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden"},
+    "metadata": {
+        "tags": ["meta-internal", "provider"],
+        "visibility": "hidden",
+        "config_keys": ["model.script", "model.stream"],  # the model.* keys it reads beyond the agent's
+    },
 }
 
 
