@@ -34,7 +34,7 @@ from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid
 from ..allowed_tools import parse_specs
 from ..errors import ToolNotAllowed
 from ..skill import Skill, is_skill_name
-from ..validation import schema_problem
+from ..validation import schema_error, schema_problem
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class AgentRun:
         resolved = self.cm.config_for(self.served.skill, {"model": dict(args.get("config") or {})})
         self.config: dict[str, Any] = resolved.values["model"]
         self.returns = args.get("returns")
+        problem = schema_error(self.returns) if self.returns is not None else None
+        if problem is not None:  # refused before the model is called, not at finish()
+            raise ArgsInvalid(ctx.skill.name, "returns", problem)
         self.persistent = bool(self.config.get("persistent"))
         if self.persistent and self.returns is not None:
             raise ArgsInvalid(

@@ -117,6 +117,32 @@ async def test_prompt_skill_end_to_end_with_returns_and_task(context_manager, wr
     assert await context_manager.invoke("counter", {"task": "one two"}) == {"count": 2}
 
 
+async def test_an_invalid_returns_schema_is_refused_before_the_model_is_called(context_manager, write_skill, tools):
+    from agent_apps import SkillLoadError
+
+    events = []
+    context_manager.events.subscribe("t", lambda topic, e: events.append(e))
+    path = write_skill(
+        "broken.skill.md",
+        """
+        ---
+        description: A prompt skill whose result schema is broken.
+        metadata:
+          returns: {type: object, properties: {count: {type: integr}}}
+          model: {agent: agent-scripted, script: [{code: "ctx.manager.finish({'count': 1})"}]}
+        ---
+        Count.
+        """,
+    )
+    with pytest.raises(SkillLoadError) as info:
+        await context_manager.invoke("broken", nonlocals={"agent": {"events": "t"}})
+    assert str(info.value).startswith(f"{path}:3: metadata.returns.properties.count.type is not a valid JSON Schema")
+    assert events == []  # no agent started, no model called
+    with pytest.raises(ArgsInvalid, match=r"agent: invalid args at returns: not a valid JSON Schema at type: 'integr'"):
+        await agent(context_manager, [{"code": "ctx.manager.finish(1)"}], returns={"type": "integr"}, events="t")
+    assert events == []
+
+
 async def test_invalid_finish_is_reported_to_the_model(context_manager, tools):
     events = []
     context_manager.events.subscribe("t", lambda topic, e: events.append(e))
