@@ -56,6 +56,7 @@ _CONCATENATED = {"middleware"}
 # keys they read in ``metadata.config_keys``.
 _INT, _NUM, _BOOL, _STR, _MAP = "an integer", "a number", "true or false", "a string", "a mapping"
 _LIST, _ANY = "a list", "any value"
+MAPPING = _MAP
 #: The types a key may be declared with (``agent_apps_config_keys`` values; None is _ANY).
 KEY_TYPES: tuple[str, ...] = (_INT, _NUM, _BOOL, _STR, _MAP, "a list of strings", _LIST, _ANY)
 _KNOWN: dict[tuple[str, ...], str] = {

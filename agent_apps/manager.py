@@ -142,12 +142,16 @@ class ContextManager:
         """The skill named ``name``, or :class:`SkillNotFound` with suggestions."""
         skill = self.catalog.skills.get(name)
         if skill is None:
-            for error in self.catalog.errors:  # a file of that name failed to load: say why
-                if error.skill == name or skill_name_for(Path(error.path)) == name:
-                    raise error
-            close = difflib.get_close_matches(name, list(self.catalog.skills), n=3)
-            raise SkillNotFound(name, suggestions=close)
+            raise self._not_found(name)
         return skill
+
+    def _not_found(self, name: str) -> AgentAppsError:
+        """Why there is no skill ``name``: the file of that name that failed to load (even
+        when the name itself is invalid, like ``Bad_Name``), else "did you mean"."""
+        for error in self.catalog.errors:
+            if error.skill == name or skill_name_for(Path(error.path)) == name:
+                return error
+        return SkillNotFound(name, suggestions=difflib.get_close_matches(name, list(self.catalog.skills), n=3))
 
     def describe(self, name: str) -> dict[str, Any]:
         """A skill's description; also checks its schemas against the meta-schema."""
@@ -334,7 +338,7 @@ class ContextManager:
             )
         if ref.startswith("file://") or ref.endswith(_PATH_SUFFIXES) or "/" in ref or os.sep in ref:
             return self._file_skill(Path(ref.removeprefix("file://")))
-        raise SkillNotFound(ref)
+        raise self._not_found(ref)
 
     def _file_skill(self, path: Path) -> Skill:
         path = (self.cwd / path).resolve() if not path.is_absolute() else path

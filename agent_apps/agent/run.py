@@ -284,6 +284,8 @@ class AgentRun:
     async def _on_turn_end(self, event: dict[str, Any]) -> dict[str, Any]:
         for key in ("input_tokens", "output_tokens"):
             self.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+        if (event.get("usage") or {}).get("estimated"):  # a provider that could only guess says so
+            self.usage["estimated"] = True
         text = event.get("result")
         if text is None:
             text = "".join(self._turn_text)

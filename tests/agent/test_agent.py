@@ -339,7 +339,7 @@ def test_cli_shows_progress_and_events(tmp_path, skills_path, write_skill):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Two words.\n"
     assert "▶ demo" in run.stderr and "— turn 1" in run.stderr and "⚙ invoke" in run.stderr and "→ 2" in run.stderr
-    assert "✓ demo (2 turns, 1 steps" in run.stderr
+    assert "✓ demo (2 turns, 1 step, ~" in run.stderr and " out tokens (estimated))" in run.stderr
     run = subprocess.run([*base, "--events"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     kinds = [json.loads(line)["type"] for line in run.stderr.splitlines()]
     assert kinds[0] == "agent-start" and kinds[-1] == "agent-complete" and "tool-result" in kinds

@@ -166,7 +166,7 @@ def test_cli_list_shows_mcp_tools_and_the_broken_server(tmp_path, skills_path, s
         text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # the listing is incomplete: a server failed
     data = json.loads(result.stdout)
     names = {s["name"] for s in data["skills"]}
     assert {"helper-add", "word-count"} <= names
