@@ -13,7 +13,9 @@ pytestmark = pytest.mark.anyio
 
 SKILLS = {
     "outer": """
-        frontmatter = {"params": {"type": "object", "properties": {"api_key": {"type": "string"}, "n": {"type": "integer"}}}}
+        frontmatter = {
+            "params": {"type": "object", "properties": {"api_key": {"type": "string"}, "n": {"type": "integer"}}},
+        }
         async def main(ctx, args):
             return await ctx.manager.invoke("inner", {"text": "x" * 500})
     """,
