@@ -58,6 +58,7 @@ _INT, _NUM, _BOOL, _STR, _MAP = "an integer", "a number", "true or false", "a st
 _LIST, _ANY = "a list", "any value"
 MAPPING = _MAP
 #: The types a key may be declared with (``agent_apps_config_keys`` values; None is _ANY).
+#: Each may end with " or null" ("a string or null"): then null is valid too.
 KEY_TYPES: tuple[str, ...] = (_INT, _NUM, _BOOL, _STR, _MAP, "a list of strings", _LIST, _ANY)
 _KNOWN: dict[tuple[str, ...], str] = {
     ("middleware",): "a list of strings",
@@ -82,11 +83,11 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "sandbox", "max_payload_kb"): _INT,
     ("model", "sandbox", "max_recursion"): _INT,
     ("security",): _MAP,
-    ("security", "allowed_paths"): "a list of strings",
+    ("security", "allowed_paths"): "a list of strings or null",
     ("security", "denied_paths"): "a list of strings",
     ("security", "env"): "a list of strings",
     ("security", "mode"): _STR,
-    ("security", "workspace"): _STR,
+    ("security", "workspace"): "a string or null",
     ("security", "timeout"): _NUM,
     ("security", "output_kb"): _INT,
     ("security", "policy"): _MAP,
@@ -181,7 +182,7 @@ def key_table(
     table = dict(_KNOWN)
 
     def add(dotted: str, expected: str, who: str) -> None:
-        if expected not in KEY_TYPES:
+        if expected.removesuffix(" or null") not in KEY_TYPES:
             kinds = ", ".join(KEY_TYPES)
             raise ConfigError(f"{who} declares config key {dotted!r} as {expected!r}: use one of {kinds}")
         path = tuple(str(dotted).split("."))
@@ -217,8 +218,9 @@ def _nearest(keys: Mapping[tuple[str, ...], str], path: tuple[str, ...]) -> str:
 
 
 def _is(value: Any, expected: str) -> bool:
-    if expected == _ANY:
+    if expected == _ANY or (value is None and expected.endswith(" or null")):
         return True
+    expected = expected.removesuffix(" or null")
     if expected == _LIST:
         return isinstance(value, list)
     if expected == _MAP:

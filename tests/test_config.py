@@ -84,7 +84,7 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
         ("middleware: 5\n", 1, "middleware must be a list of strings"),
         ("model: 5\n", 1, "model must be a mapping"),
         ("model:\n  temperature: 0.2\n  max_turns: abc\n", 3, "model.max_turns must be an integer"),
-        ("security:\n  allowed_paths: /tmp/x\n", 2, "security.allowed_paths must be a list of strings"),
+        ("security:\n  allowed_paths: /tmp/x\n", 2, "security.allowed_paths must be a list of strings or null"),
     ],
 )
 def test_known_keys_of_the_wrong_type_name_file_and_line(tmp_path, text, line, words):
@@ -132,7 +132,7 @@ def project_config(tmp_path, name, text):
             3,
             "unknown config key 'mcp_servers.files.comand' (did you mean 'mcp_servers.files.command'?)",
         ),
-        ("zzz: 1\n", 1, "unknown config key 'zzz'; known keys here: mcp_servers, middleware, model, security"),
+        ("zzz: 1\n", 1, "unknown config key 'zzz'; known keys here: audit, mcp_servers, middleware, model, security"),
     ],
 )
 def test_unknown_keys_in_the_project_file_name_file_line_and_the_nearest_key(tmp_path, text, line, words):
@@ -318,7 +318,7 @@ def test_an_unknown_middleware_names_the_list_and_its_file(tmp_path, write_skill
     with pytest.raises(ConfigError) as info:
         cm.invoke_sync("target")
     assert str(info.value) == (
-        f"{project / 'agent-apps.yaml'}:2: 'middleware' list: no skill named 'audit-ihs' (did you mean audit-ish?)"
+        f"{project / 'agent-apps.yaml'}:2: 'middleware' list: no skill named 'audit-ihs' (did you mean audit-ish, audit?)"
     )
     (project / "agent-apps.yaml").write_text("middleware: [target]\n")
     cm.reload()
