@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import fnmatch
 import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -151,6 +152,9 @@ class ContextManager:
         for error in self.catalog.errors:
             if error.skill == name or skill_name_for(Path(error.path)) == name:
                 return error
+        for error in self.catalog.errors:  # a source of several skills (an MCP server) failed
+            if error.skill and "*" in error.skill and fnmatch.fnmatchcase(name, error.skill):
+                return SkillNotFound(name, reason=str(error))
         return SkillNotFound(name, suggestions=difflib.get_close_matches(name, list(self.catalog.skills), n=3))
 
     def describe(self, name: str) -> dict[str, Any]:

@@ -5,10 +5,10 @@ per document (``examples/`` is reachable there, so are the files earlier blocks 
 An HTML comment just above a block changes what is done with it (see docs/testing.md,
 "The docs test themselves"):
 
-* ``console``: each ``$ agent-apps ...`` line runs (in this process, through the CLI's
-  ``main``), and its output (stdout and stderr together) must match the lines shown
-  below it; a ``...`` stands for any text (a whole line of it: any lines). ``$ cd DIR``
-  and ``$ echo $?`` work as in a shell.
+* ``console``: each ``$ agent-apps ...`` line runs in the repository's root (as the
+  reader types it), and its output (stdout and stderr together) must match the lines
+  shown below it; a ``...`` stands for any text (a whole line of it: any lines).
+  ``$ cd DIR`` and ``$ echo $?`` work as in a shell.
 * ``python``: runs as a script (top-level ``await`` allowed). A block whose first line
   is ``# path/to/NAME.skill.py`` is a skill file: it must load and that file must exist.
 * ``yaml`` / ``toml``: a config (``agent-apps.yaml``, ``[tool.agent-apps]``), checked like
@@ -30,7 +30,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-import io
 import json
 import os
 import re
@@ -46,7 +45,6 @@ import pytest
 import yaml
 
 from agent_apps import ContextManager
-from agent_apps.cli import main
 from agent_apps.loading import load_file
 from agent_apps.mcp.plugin import MOUNTED_ENV
 from agent_apps.tools.cli_tools import load_tools_file
@@ -136,7 +134,7 @@ def check(block: Block, work: Path, monkeypatch: pytest.MonkeyPatch, tests: list
     elif mode:
         raise AssertionError(f"{block}: unknown doc-test mode {block.mode!r}")
     elif block.lang == "console":
-        run_console(block, monkeypatch)
+        run_console(block)
     elif block.lang == "python":
         first = body.splitlines()[0]
         if re.fullmatch(r"# \S+\.skill\.py", first):
@@ -237,8 +235,10 @@ def run_agent_code(block: Block, work: Path) -> None:
     assert not errors, f"{block}: the agent code failed:\n{errors[0]}"
 
 
-def run_console(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
-    status = 0
+def run_console(block: Block) -> None:
+    """Each ``$`` line as the reader would type it in the repository's root (the docs'
+    commands say ``--path examples/...``), in a real process."""
+    cwd, status = ROOT, 0
     commands: list[tuple[str, list[str]]] = []
     for line in block.body.splitlines():
         if line.startswith("$ "):
@@ -247,21 +247,24 @@ def run_console(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
             commands[-1][1].append(line)
     assert commands, f"{block}: a console block without '$ ' commands (use a text block)"
     for command, expected in commands:
-        argv = shlex.split(command)
+        argv = shlex.split(command, comments=True)
         if argv[0] == "cd":
-            monkeypatch.chdir(argv[1])
+            cwd = (cwd / argv[1]).resolve()
             continue
         if argv == ["echo", "$?"]:
             got = [str(status)]
         else:
             assert argv[0] == "agent-apps", f"{block}: only agent-apps, cd and echo $? run here: {command}"
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                try:
-                    status = main(argv[1:])
-                except SystemExit as exc:
-                    status = int(exc.code or 0)
-            got = [line for line in out.getvalue().splitlines() if not _NOISE.match(line)]
+            run = subprocess.run(
+                [sys.executable, "-m", "agent_apps", *argv[1:]],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=100,
+            )
+            status = run.returncode
+            got = [line for line in run.stdout.splitlines() if not _NOISE.match(line)]
         assert matches(expected, got), (
             f"{block}: `{command}` printed\n" + "\n".join(got) + "\n--- but the docs show ---\n" + "\n".join(expected)
         )

@@ -33,6 +33,7 @@ import concurrent.futures
 import json
 import os
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -254,9 +255,14 @@ def _describe(exc: BaseException) -> str:
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
 
 
+#: In a server's spec, the Python interpreter agent-apps runs on (its virtualenv's, even
+#: when that is not activated, where a bare ``python`` would be the system's).
+PYTHON_VAR = "${AGENT_APPS_PYTHON}"
+
+
 def _expand(value: Any) -> Any:
     if isinstance(value, str):
-        return os.path.expandvars(value)
+        return os.path.expandvars(value.replace(PYTHON_VAR, sys.executable))
     if isinstance(value, list):
         return [_expand(v) for v in value]
     if isinstance(value, dict):
@@ -395,7 +401,8 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
                 conn.wait(ready)
             except MCPServerError as exc:
                 del registry[name]
-                yield SkillLoadError(exc.reason, path=where(name))
+                # skill: the names its tools would have had, so that invoking one says why it is missing
+                yield SkillLoadError(exc.reason, path=where(name), skill=f"{_norm(name)}-*")
                 continue
         for tool in conn.tools or ():
             yield _tool_skill(conn, tool)
