@@ -5,8 +5,8 @@ per document (``examples/`` is reachable there, so are the files earlier blocks 
 An HTML comment just above a block changes what is done with it (see docs/testing.md,
 "The docs test themselves"):
 
-* ``console``: each ``$ agent-apps ...`` line runs in the repository's root (as the
-  reader types it), and its output (stdout and stderr together) must match the lines
+* ``console``: each ``$ agent-apps ...`` line runs in a real process (as the reader
+  types it, in a checkout), and its output (stdout and stderr together) must match the lines
   shown below it; a ``...`` stands for any text (a whole line of it: any lines).
   ``$ cd DIR`` and ``$ echo $?`` work as in a shell.
 * ``python``: runs as a script (top-level ``await`` allowed). A block whose first line
@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -80,10 +81,11 @@ def blocks(doc: Path) -> list[Block]:
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    """A fresh project directory with ``examples/`` in it, and a fresh agent-apps home."""
+    """A fresh project directory with a copy of ``examples/`` (and ``tests/``, whose MCP
+    helper server an example mounts), and a fresh agent-apps home."""
     work = tmp_path / "work"
-    work.mkdir()
-    (work / "examples").symlink_to(ROOT / "examples")
+    shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (work / "tests").symlink_to(ROOT / "tests")
     monkeypatch.chdir(work)
     monkeypatch.setenv("AGENT_APPS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(MOUNTED_ENV, raising=False)
@@ -236,9 +238,9 @@ def run_agent_code(block: Block, work: Path) -> None:
 
 
 def run_console(block: Block) -> None:
-    """Each ``$`` line as the reader would type it in the repository's root (the docs'
-    commands say ``--path examples/...``), in a real process."""
-    cwd, status = ROOT, 0
+    """Each ``$`` line as the reader would type it in a checkout (the docs' commands say
+    ``--path examples/...``), in a real process, in the page's working directory."""
+    cwd, status = Path.cwd(), 0
     commands: list[tuple[str, list[str]]] = []
     for line in block.body.splitlines():
         if line.startswith("$ "):
