@@ -318,7 +318,8 @@ def test_an_unknown_middleware_names_the_list_and_its_file(tmp_path, write_skill
     with pytest.raises(ConfigError) as info:
         cm.invoke_sync("target")
     assert str(info.value) == (
-        f"{project / 'agent-apps.yaml'}:2: 'middleware' list: no skill named 'audit-ihs' (did you mean audit-ish, audit?)"
+        f"{project / 'agent-apps.yaml'}:2: "
+        "'middleware' list: no skill named 'audit-ihs' (did you mean audit-ish, audit?)"
     )
     (project / "agent-apps.yaml").write_text("middleware: [target]\n")
     cm.reload()
