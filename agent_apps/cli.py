@@ -104,8 +104,24 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
-    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}})
+    served: dict[str, Any] = {}
+
+    async def watch(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next()
+        finally:  # the agent that served this call (if one did) left its state here
+            served.update(ctx.locals.get("agent") or {})
+
+    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch])
     _print_result(result, as_json=args.json, out=sys.stdout)
+    status = served.get("status")
+    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
+        print(
+            f"error: {skill.name}: {served.get('message') or status} ({served.get('turns')} turns, "
+            f"{served.get('steps')} steps; model.{status} sets the limit); the partial result is on stdout",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -285,6 +285,6 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
         lenient_keys=True,
         body="".join(lines[end + 1 :]).strip("\n"),
     )
-    if skill.params is None:
+    if skill.params is None and not skill.is_middleware:  # a middleware's params are its activation's
         skill.params = PROMPT_PARAMS
     return skill

@@ -4,7 +4,9 @@ A middleware is ``async def mw(ctx, call_next)``; it may change args, short-circ
 transform the result and catch errors. Middleware *skills* (``metadata.role:
 middleware``) are adapted to that shape: their ``main(ctx, args)`` gets its own params
 as ``args``, the served invocation as ``ctx.target`` (sharing ``ctx.locals``), and
-continues with ``await ctx.manager.next()``.
+continues with ``await ctx.manager.next()``. A *prompt* skill with that role is an
+agent serving the call (middleware mode, see :mod:`agent_apps.agent.run`): its code
+sees the call as ``target`` and runs it with ``await target.manager.next()``.
 
 Order, outermost first: plugin middleware, config-cascade ``middleware``, the skill's
 frontmatter ``middleware``, then call-time ``invoke(..., middleware=[...])``.
@@ -17,14 +19,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._syntax import parse_call
+from .allowed_tools import check_call
 from .context import Context, Finish
-from .errors import AgentAppsError, MiddlewareError, SkillFailed, SkillLoadError
+from .errors import AgentAppsError, ArgsInvalid, MiddlewareError, SkillFailed, SkillLoadError, ToolNotAllowed
+from .skill import is_skill_name
 from .validation import coerce_params, validate_args
 
 if TYPE_CHECKING:
     from .manager import ContextManager
+    from .skill import Skill
 
-__all__ = ["CallNext", "MiddlewareFn", "compose", "skill_middleware"]
+__all__ = ["CallNext", "MiddlewareFn", "check_untrusted_middleware", "compose", "skill_middleware"]
 
 CallNext = Callable[..., Awaitable[Any]]
 MiddlewareFn = Callable[[Context, CallNext], Awaitable[Any]]
@@ -91,13 +96,31 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
         )
     params = validate_args(skill, raw if raw is not None else coerce_params(skill.params, pairs))
 
+    prompt = skill.kind == "prompt"
+
     async def run_middleware(target: Context, call_next: CallNext) -> Any:
+        if prompt and _made_by(target, skill):
+            return await call_next()  # a middleware agent does not serve its own calls (no loop)
+        # An agent keeps its state (ctx.locals["agent"], its nonlocal scope) to itself:
+        # the served call may run an agent of its own.
         ctx = Context(
-            target._cm, skill, params, target.parent, signal=target.signal, target=target, locals=target.locals
+            target._cm,
+            skill,
+            params,
+            target.parent,
+            signal=target.signal,
+            target=target,
+            locals=None if prompt else target.locals,
         )
-        ctx._nonlocals = target.nonlocals
+        ctx._nonlocals = target.nonlocals.new_child() if prompt else target.nonlocals
         ctx._next = call_next
         try:
+            if prompt:
+                from .pipeline import PROMPT_EXECUTOR
+
+                # What the agent ends with is the call's result, even null (compose
+                # returns a Finish value as is).
+                raise Finish(await cm._invoke(PROMPT_EXECUTOR, {}, ctx, {"target": ctx, "system": True}))
             result = skill.main(ctx, params)
             if inspect.isawaitable(result):
                 result = await result
@@ -111,6 +134,42 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
 
     run_middleware.__qualname__ = run_middleware.__name__ = skill.name
     return run_middleware
+
+
+def _made_by(target: Context, skill: Skill) -> bool:
+    """Whether ``target`` is a call made, at any depth, by a run of middleware ``skill``."""
+    node = target.parent
+    while node is not None:
+        if node.target is not None and node.skill.name == skill.name and node.skill.is_middleware:
+            return True
+        node = node.parent
+    return False
+
+
+def check_untrusted_middleware(cm: ContextManager, caller: Context, callee: Skill, refs: Sequence[Any]) -> None:
+    """Call-time middleware named by agent code (``invoke(..., middleware=[...])``
+    under the untrusted flag) is checked like the call itself: each entry is a
+    ``name`` or ``name(key=value)`` string naming, by bare name, a middleware skill
+    that is not internal, whose params validate, and that the caller's allowed-tools
+    allow with those params (hidden ones only when named, argument constraints
+    included)."""
+    who = caller.skill.name
+    for index, ref in enumerate(refs):
+        where = f"middleware[{index}]"
+        if not isinstance(ref, str):
+            raise ArgsInvalid(callee.name, where, f"a middleware is named by a string, not {type(ref).__name__}")
+        try:
+            name, pairs = parse_call(ref)
+        except ValueError as exc:
+            raise ArgsInvalid(callee.name, where, f"not 'name' or 'name(key=value)': {exc}") from None
+        if not is_skill_name(name):
+            raise ToolNotAllowed(who, ascii(name), "agent code may only name middleware by bare name ([a-z0-9-]+)")
+        skill = cm.get(name)
+        if "meta-internal" in skill.tags:
+            raise ToolNotAllowed(who, name, "agent code may not use internal skills as middleware")
+        if not skill.is_middleware:
+            raise ArgsInvalid(callee.name, where, f"{name!r} is not a middleware skill (metadata.role: middleware)")
+        check_call(caller.skill, skill, validate_args(skill, coerce_params(skill.params, pairs)))
 
 
 def _name(mw: Callable[..., Any]) -> str:

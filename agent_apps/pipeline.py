@@ -7,7 +7,8 @@
                       bare names
     2. depth          a cycle of skills calling each other stops with LimitExceeded
     3. allowed-tools  the caller's allowed-tools must allow this callee with these args;
-                      agent code may never call internal (meta-internal) skills
+                      agent code may never call internal (meta-internal) skills, and
+                      the call-time middleware it names are checked the same way
     4. args           JSON Schema (Draft 2020-12) validation; schema defaults applied
     5. middleware     the onion: plugin, cascade, frontmatter, then call-time middleware
     6. skill          main(ctx, args), or the executor for a prompt skill
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .allowed_tools import check_call
 from .context import Context, Finish, Signal
 from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
+from .middleware import check_untrusted_middleware
 from .validation import validate_args, validate_result
 
 if TYPE_CHECKING:
@@ -71,6 +73,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 raise ToolNotAllowed(
                     parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
                 )
+        if parent is not None and options.get("middleware") and parent.internals.get("untrusted"):
+            check_untrusted_middleware(cm, parent, skill, options["middleware"])
         # 4. Args.
         args = validate_args(skill, args)
     except AgentAppsError as exc:

@@ -94,9 +94,11 @@ class ProgressPrinter:
     def _agent_complete(self, e: dict[str, Any], pad: str) -> None:
         usage = e.get("usage") or {}
         tokens = f", {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens" if usage else ""
+        stopped = e.get("status") not in (None, "done")  # max_turns, max_steps: partial work
+        head = f"■ {e.get('agent')}: {e.get('message') or e.get('status')}" if stopped else f"✓ {e.get('agent')}"
         self._line(
             pad,
-            self._style("1;32", f"✓ {e.get('agent')}")
+            self._style("1;33" if stopped else "1;32", head)
             + self._style("2", f" ({e.get('turns')} turns, {e.get('steps')} steps{tokens})"),
         )
 

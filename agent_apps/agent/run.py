@@ -16,31 +16,51 @@ message        text, delta?                       None
 reasoning      text, delta?                       None
 tool-call      tool, args, id?                    {allow: true} or {deny: reason}
 tool-result    tool, args, result, id?            None
-turn-end       turn, result (text), usage?        {stop: true, result} or {continue: true, message?}
+turn-end       turn, result (text), usage?        {stop: true, result} or {continue: true, message?};
+                                                  at max_turns or max_steps: stop with the partial
+                                                  result (see "Run statuses")
 error          error {type, message, retryable},  {retry: true, delay} or {stop: true}
                attempt
 retry          attempt, delay, error?             None
 context-edit   removed, kept, reason?             None (see docs/agent.md, "context_edit")
 =============  =================================  ==========================================
+
+Run statuses (``ctx.locals["agent"]["status"]``, and ``status`` in the final
+``agent-complete`` or ``agent-error`` event): ``done``; ``max_turns`` and ``max_steps``
+(the run stopped at a cap: its result is the model's last text followed by the terminal
+message, or with ``returns`` a LimitExceeded); ``error``; ``cancelled``.
+
+Middleware mode: when the served skill is a prompt skill with ``metadata.role:
+middleware``, the agent serves the call that middleware wraps. Its code sees that call
+as ``target`` and advances it with ``await target.manager.next()`` (a host call with
+the ``next`` option, answered here by the served middleware's ``next()``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid
 from ..allowed_tools import parse_specs
-from ..errors import ToolNotAllowed
+from ..errors import (
+    AgentAppsError,
+    ArgsInvalid,
+    Cancelled,
+    LimitExceeded,
+    MiddlewareError,
+    ResultInvalid,
+    ToolNotAllowed,
+)
 from ..skill import Skill, is_skill_name
-from ..validation import schema_problem
+from ..validation import schema_problem, validate_args
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 
 if TYPE_CHECKING:
     from ..context import Context
 
-__all__ = ["HOOK_PARAMS", "AgentRun"]
+__all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "AgentRun"]
 
 #: The hook callback's args: one event, tagged by ``type``.
 HOOK_PARAMS: dict[str, Any] = {
@@ -73,6 +93,12 @@ INVOKE_RESULT: dict[str, Any] = {
 _EXCLUDED = ("agent", "agent-execute")
 _CONTINUE = "Continue."
 
+#: The terminal message of a run stopped at a cap, by status.
+STOP_MESSAGES = {
+    "max_turns": "Stopped: maximum turn limit reached",
+    "max_steps": "Stopped: maximum step limit reached",
+}
+
 
 class AgentRun:
     """State and callbacks of one agent run (one sandbox, one provider call)."""
@@ -83,6 +109,12 @@ class AgentRun:
         #: The invocation this agent serves: the prompt skill (through agent-execute),
         #: or the skill that called ``agent`` directly.
         self.served = ctx.target or ctx.parent or ctx
+        #: Middleware mode: the served skill is a prompt skill with ``role: middleware``,
+        #: and this agent serves the call that middleware wraps.
+        served_skill = self.served.skill
+        self.serving: Context | None = (
+            self.served.target if served_skill.is_middleware and served_skill.kind == "prompt" else None
+        )
         caller = ctx.parent
         self.untrusted_caller = caller is not None and bool(caller.internals.get("untrusted"))
         if self.untrusted_caller:
@@ -125,11 +157,16 @@ class AgentRun:
         }
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
+        #: What callers and middleware read after the run (ctx.locals["agent"]).
+        self.state: dict[str, Any] = {"trace": self.trace, "usage": self.usage, "status": "running"}
         self.turn = 0
         self.steps = 0
         self.exhausted = False
         self.finished = False
         self.value: Any = None
+        self.last_text = ""
+        self._stopped: Any = None  # the partial result of a run stopped at a cap
+        self._next_outcome: tuple[bool, Any] | None = None  # (ok, result or error) of next()
         self._turn_text: list[str] = []
         self._turn_calls = 0
         self._sandbox: Any = None
@@ -153,13 +190,18 @@ class AgentRun:
         skill_dir = None
         if served.skill.path and served.skill.path.endswith("SKILL.md"):
             skill_dir = served.skill.path.rsplit("/", 1)[0]
+        serving = self.serving
         system = system_prompt(
-            self.prompt, visible, returns=self.returns, memory_keys=list(self.memory_seed), skill_dir=skill_dir
+            self.prompt,
+            visible,
+            returns=self.returns,
+            memory_keys=list(self.memory_seed),
+            skill_dir=skill_dir,
+            serving=(serving.skill, serving.args) if serving is not None else None,
         )
         served.nonlocals["agent"] = self.scope
-        state = {"trace": self.trace, "usage": self.usage}
-        served.locals["agent"] = state
-        ctx.locals["agent"] = state
+        served.locals["agent"] = self.state
+        ctx.locals["agent"] = self.state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
         try:
             self._sandbox = await _acquire_sandbox(self)
@@ -185,17 +227,46 @@ class AgentRun:
                 )
             finally:
                 stop_sandbox()
+                self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
                 await self._sandbox.close()
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
                     self.name, "", f"provider {provider!r} ended the run without a valid ctx.manager.finish() value"
                 )
-            result = self.value if self.finished else text
-        except AgentAppsError as exc:
-            self._emit("agent-error", error=exc.to_json())
+            result = self._result(text)
+        except (AgentAppsError, asyncio.CancelledError) as exc:
+            if self.state["status"] == "running":
+                self.state["status"] = "cancelled" if isinstance(exc, (Cancelled, asyncio.CancelledError)) else "error"
+            error = exc.to_json() if isinstance(exc, AgentAppsError) else {"type": "Cancelled", "message": "cancelled"}
+            self._emit("agent-error", error=error, status=self.state["status"])
             raise
-        self._emit("agent-complete", result=result, turns=self.turn, steps=self.steps, usage=self.usage)
+        if self._stopped is None:
+            self.state["status"] = "done"
+        status = self.state["status"]
+        stop = {"message": STOP_MESSAGES[status]} if status in STOP_MESSAGES else {}
+        self._emit(
+            "agent-complete", result=result, status=status, turns=self.turn, steps=self.steps, usage=self.usage, **stop
+        )
         return result
+
+    def _result(self, text: Any) -> Any:
+        """The run's result: the ``finish()`` value; in middleware mode after ``next()``,
+        the served call's own result (or its error); at a cap, the partial result; else
+        the model's last text."""
+        if self.finished:
+            return self.value
+        if self.serving is not None and self._next_outcome is not None:
+            ok, outcome = self._next_outcome
+            if ok:
+                return outcome
+            if isinstance(outcome, AgentAppsError):
+                raise outcome
+            raise MiddlewareError(
+                self.served.skill.name,
+                f"the call of {self.serving.skill.name!r} it served was interrupted "
+                f"({type(outcome).__name__}) and the agent gave no result with ctx.manager.finish()",
+            )
+        return self._stopped if self._stopped is not None else text
 
     # -- the invoke callback ---------------------------------------------------------
 
@@ -207,8 +278,8 @@ class AgentRun:
         if self.steps > self.max_steps:
             self.exhausted = True
             return {
-                "text": f"Step limit reached ({self.max_steps} invoke calls): no more code will run. "
-                "Stop and give your final answer.",
+                "text": f"Step limit reached ({self.max_steps} invoke calls): no more code will run; "
+                "the run stops at the end of this turn.",
                 "error": True,
             }
         data = await cctx.manager.invoke(self._code_skill, {"code": args["code"]}, internals={"untrusted": True})
@@ -234,10 +305,39 @@ class AgentRun:
         result = await self._sandbox.run(args["code"])
         return result.to_json()
 
-    async def _call_host(self, name: str, args: dict[str, Any] | None) -> Any:
-        """A call from guest code: a child of the agent-code invocation (untrusted)."""
+    async def _call_host(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
+        """A call from guest code: a child of the agent-code invocation (untrusted), so
+        the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
+        sandbox checked that it comes alone) advances the call this agent serves."""
         assert self._code_ctx is not None
-        return await self._code_ctx.manager.invoke(name, args)
+        if options.pop("next", False):
+            return await self._next(name, args)
+        return await self._code_ctx.manager.invoke(name, args, **options)
+
+    async def _next(self, name: str, args: dict[str, Any] | None) -> Any:
+        """``target.manager.next(args)`` from agent code: the served middleware's own
+        ``next()``, which validates the args against the served skill and refuses a
+        second call (MiddlewareError, as for code middleware)."""
+        serving = self.serving
+        if serving is None:
+            raise MiddlewareError(self.name, "ctx.manager.next() is only available when the agent serves as middleware")
+        if name != serving.skill.name:
+            raise ToolNotAllowed(
+                self._code_skill.name, name, f"next() advances the served call of {serving.skill.name!r} only"
+            )
+        if args is not None:
+            validate_args(serving.skill, args)  # a mistake the model can fix does not use next() up
+        first = self._next_outcome is None
+        if first:
+            self._next_outcome = (False, None)  # in flight: a second call is refused
+        try:
+            result = await self.served.manager.next(args)
+        except BaseException as exc:
+            if first:
+                self._next_outcome = (False, exc)
+            raise
+        self._next_outcome = (True, result)
+        return result
 
     # -- the hook callback -----------------------------------------------------------
 
@@ -250,7 +350,8 @@ class AgentRun:
     async def _on_turn_start(self, event: dict[str, Any]) -> None:
         self.turn = int(event.get("turn") or self.turn + 1)
         self._turn_text, self._turn_calls = [], 0
-        if self.turn > self.max_turns:
+        if self.turn > self.max_turns:  # the provider ignored the stop directive
+            self.state["status"] = "max_turns"
             raise LimitExceeded(f"{self.name}: turn limit ({self.max_turns}) reached", skill=self.name)
         self._emit("turn-start", turn=self.turn)
 
@@ -284,11 +385,13 @@ class AgentRun:
         text = event.get("result")
         if text is None:
             text = "".join(self._turn_text)
+        if isinstance(text, str) and text.strip():
+            self.last_text = text.strip()
         self._emit("turn-end", turn=self.turn, usage=event.get("usage"))
-        if self.exhausted:
-            raise LimitExceeded(f"{self.name}: step limit ({self.max_steps} invoke calls) exhausted", skill=self.name)
         if self.finished:
             return {"stop": True, "result": self.value}
+        if self.exhausted:
+            return self._stop("max_steps", f"{self.max_steps} invoke calls")
         if self._turn_calls:
             directive: dict[str, Any] = {"continue": True}
         elif self.persistent:
@@ -298,8 +401,21 @@ class AgentRun:
         else:
             return {"stop": True, "result": text}
         if self.turn >= self.max_turns:
-            raise LimitExceeded(f"{self.name}: turn limit ({self.max_turns}) reached", skill=self.name)
+            return self._stop("max_turns", f"{self.max_turns} turns")
         return directive
+
+    def _stop(self, status: str, limit: str) -> dict[str, Any]:
+        """End the run gracefully at a cap: the partial result is the model's last text
+        and the terminal message. A run that must ``finish()`` a schema cannot end with
+        text, so it fails with LimitExceeded (the trace and memory are kept all the same)."""
+        message = self.state["message"] = STOP_MESSAGES[status]
+        self.state["status"] = status
+        if self.returns is not None:
+            raise LimitExceeded(
+                f"{self.name}: {message} ({limit}) before a valid ctx.manager.finish() value", skill=self.name
+            )
+        self._stopped = f"{self.last_text}\n\n{message}" if self.last_text else message
+        return {"stop": True, "result": self._stopped}
 
     async def _on_error(self, event: dict[str, Any]) -> dict[str, Any]:
         error = event.get("error") or {}
@@ -383,4 +499,5 @@ async def _acquire_sandbox(run: AgentRun) -> Any:
         raise ArgsInvalid(run.ctx.skill.name, "config.sandbox", str(exc)) from None
     if _POOL is None:
         _POOL = SandboxPool(size=2)
-    return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host)
+    served = {"skill": run.serving.skill.name, "args": run.serving.args} if run.serving is not None else None
+    return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host, target=served)

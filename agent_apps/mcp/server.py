@@ -176,7 +176,8 @@ def event_message(event: dict[str, Any]) -> str:
         message = error.get("message") if isinstance(error, dict) else error
         return f"{who} error: {_clip(message)}"
     if kind == "agent-complete":
-        return f"{who}: complete after {event.get('turns')} turn(s), {event.get('steps')} code run(s)"
+        done = "complete" if event.get("status") in (None, "done") else str(event.get("message") or event.get("status"))
+        return f"{who}: {done} after {event.get('turns')} turn(s), {event.get('steps')} code run(s)"
     return _clip(json.dumps({k: v for k, v in event.items() if k != "timestamp"}, default=str))
 
 

@@ -83,10 +83,17 @@ async def test_s5_6_multi_turn_loop(harness, run_agent, events):
     assert len(types(events, "turn-start")) == 4
 
 
-async def test_s5_7_turn_cap(harness, run_agent):
-    turns = [{"code": f"print({i})"} for i in range(6)]
-    with pytest.raises(LimitExceeded, match=r"turn limit \(2\)"):
-        await run_agent(harness, turns, config={"max_turns": 2})
+async def test_s5_7_turn_cap(harness, run_agent, events):
+    # the run stops with the terminal message after the model's last text, not an error
+    turns = [{"text": f"Step {i}.", "code": f"print({i})"} for i in range(6)]
+    result = await run_agent(harness, turns, config={"max_turns": 2}, events="conformance")
+    assert result == "Step 1.\n\nStopped: maximum turn limit reached"
+    assert types(events, "turn-start") == ["turn-start", "turn-start"]
+    assert events[-1]["type"] == "agent-complete" and events[-1]["status"] == "max_turns"
+    # a run that must finish() a schema cannot end with text: a clear error
+    returns = {"type": "integer"}
+    with pytest.raises(LimitExceeded, match=r"Stopped: maximum turn limit reached \(2 turns\) before a valid"):
+        await run_agent(harness, turns, config={"max_turns": 2}, returns=returns)
 
 
 async def test_s5_8_signal_reaches_the_tool(harness, run_agent, context_manager):
