@@ -60,7 +60,10 @@ def system_prompt(
     memory_note = f" (it starts with: {', '.join(sorted(memory_keys))})" if memory_keys else ""
     parts = [prompt.strip(), _HOW_TO.format(memory_note=memory_note)]
     if skill_dir:
-        parts.append(f"This skill's own files are in `{skill_dir}`.\n")
+        parts.append(
+            f"This skill's own files are in `{skill_dir}`: paths in the instructions above are relative to it. "
+            "Read them with `file-read` and `file-list` using absolute paths (the folder is read only).\n"
+        )
     if visible.mode == "constrained":
         parts.append("## Skills you can call\n\n" + _docs(visible.tools))
     else:
