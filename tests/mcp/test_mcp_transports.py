@@ -173,7 +173,9 @@ async def test_http_legacy_clients_hear_of_new_tools(context_manager, skills, wr
         async with Client(url, mode="legacy", message_handler=on_message) as client:
             await client.list_tools()
             for attempt in range(10):  # the watcher may not have taken its first snapshot yet
-                write_skill("fresh", f'frontmatter = {{"description": "Fresh {attempt}."}}\nasync def main(ctx, args):\n    return 1\n')
+                source = f'frontmatter = {{"description": "Fresh {attempt}."}}\n'
+                source += "async def main(ctx, args):\n    return 1\n"
+                write_skill("fresh", source)
                 with anyio.move_on_after(3):
                     await changed.wait()
                 if changed.is_set():
