@@ -41,6 +41,7 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..allowed_tools import visible_tools
 from ..context import Context, Signal
 from ..errors import AgentAppsError
 from ..skill import Skill
@@ -253,10 +254,8 @@ class SkillServer:
             if ref is None:
                 raise AgentAppsError(f"unknown tool {name!r}: this endpoint serves {', '.join(self.refs) or 'nothing'}")
             return ref, self.cm._resolve(ref, None)
-        visible = {s.name: s for s in self.cm.visible_tools(None).tools}
-        skill = visible.get(name)
-        if skill is None:
-            self.cm.get(name)  # SkillNotFound with suggestions
+        skill = self.cm.get(name)  # SkillNotFound with suggestions
+        if not visible_tools([skill], None).tools:  # one skill: no list of all per call
             raise AgentAppsError(f"{name!r} is not served over MCP (hidden or internal)", skill=name)
         return name, skill
 
