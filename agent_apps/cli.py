@@ -31,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "debug", False):
+        os.environ.setdefault("AGENT_APPS_DEBUG", "1")  # mounted MCP servers' stderr to the terminal
     try:
         return int(args.run(args) or EXIT_OK)
     except KeyboardInterrupt:
@@ -138,7 +140,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             for entry in catalog.entries
             if args.all or (entry.shadowed_by is None)
         ]
-        json.dump({"skills": entries, "errors": [str(e) for e in cm.errors]}, sys.stdout, indent=2)
+        json.dump(
+            {"skills": entries, "errors": [str(e) for e in cm.errors], "warnings": catalog.warnings},
+            sys.stdout,
+            indent=2,
+        )
         print()
     else:
         rows: list[tuple[str, ...]] = []
@@ -157,7 +163,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"\n{len(cm.errors)} skill file(s) could not be loaded:", file=sys.stderr)
         for error in cm.errors:
             print(f"  {error}", file=sys.stderr)
-    return EXIT_OK
+    warnings = catalog.warnings
+    if warnings and args.strict:
+        print(f"\n{len(warnings)} warning(s), errors with --strict:", file=sys.stderr)
+        for warning in warnings:
+            print(f"  {warning}", file=sys.stderr)
+    elif warnings:
+        print(f"\n{len(warnings)} warning(s) about skill files: 'agent-apps list --strict' shows them", file=sys.stderr)
+    return EXIT_FAILED if args.strict and (warnings or cm.errors) else EXIT_OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -195,6 +208,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print(f"  middleware: {' '.join(skill.middleware)}", file=out)
     if skill.hidden:
         print("  hidden: yes", file=out)
+    for key in ("license", "compatibility"):
+        if skill.extra.get(key) is not None:
+            print(f"  {key}: {skill.extra[key]}", file=out)
+    for warning in skill.warnings:
+        print(f"  warning: {warning}", file=out)
     if skill.body:
         print("\n" + skill.body, file=out)
     return EXIT_OK
@@ -351,6 +369,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
     p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
     p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument(
+        "--strict", action="store_true", help="warnings (e.g. the Agent Skills rules) are errors: exit 1"
+    )
     p.set_defaults(run=cmd_list)
 
     p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")

@@ -23,12 +23,15 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .skill import Skill
 
-__all__ = ["DEFAULTS", "Cascade", "Layer", "Resolved", "agent_apps_home"]
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["DEFAULTS", "Cascade", "Layer", "Resolved", "agent_apps_home", "call_config"]
 
 CONFIG_FILE = "agent-apps.yaml"
 
@@ -105,6 +108,41 @@ def _is(value: Any, expected: str) -> bool:
     if expected == _STR:
         return isinstance(value, str)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def call_config(ctx: Context, top: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The call layers (``invoke(..., config={...})``) of ``ctx`` and its ancestors
+    merged, outermost first, then ``top``: a call's config holds for everything invoked
+    below it, so a job that passes ``{"model": ...}`` or ``{"security": ...}`` reaches
+    the agent and the tools it calls, not only the skill it named.
+
+    ``model`` is the exception: it configures the agent that serves the call, not the
+    agents that agent's code starts in turn (a scripted model or a model id meant for
+    the outer agent would otherwise replace every nested prompt skill's own), so a
+    layer above an enclosing agent run contributes everything but ``model``."""
+    layers = [top] if top else []
+    node: Context | None = ctx
+    inside_agent = False
+    while node is not None:
+        inside_agent = inside_agent or (node is not ctx and node.skill.name == "agent")
+        layer = node.internals.get("config")
+        if layer:
+            layers.append({k: v for k, v in layer.items() if k != "model"} if inside_agent else layer)
+        node = node.parent
+    if not layers:
+        return None
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        _deep_merge(merged, layer)
+    return merged
+
+
+def _deep_merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else copy.deepcopy(value)
 
 
 def agent_apps_home() -> Path:

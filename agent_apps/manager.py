@@ -27,7 +27,7 @@ from .validation import check_schemas
 __all__ = ["ContextManager"]
 
 CALLBACK_SCHEME = "callback://"
-_PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md")
+_PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "skill.md")
 
 MiddlewareRef = str | tuple[str, dict[str, Any]] | MiddlewareFn
 

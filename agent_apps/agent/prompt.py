@@ -87,7 +87,10 @@ def system_prompt(
             _SERVING.format(name=skill.name, description=f" ({first})" if first else "", args=cap(_json(args)))
         )
     if skill_dir:
-        parts.append(f"This skill's own files are in `{skill_dir}`.\n")
+        parts.append(
+            f"This skill's own files are in `{skill_dir}`: paths in the instructions above are relative to it. "
+            "Read them with `file-read` and `file-list` using absolute paths (the folder is read only).\n"
+        )
     if visible.mode == "constrained":
         parts.append("## Skills you can call\n\n" + _docs(visible.tools))
     else:

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..allowed_tools import parse_specs
+from ..config import call_config
 from ..errors import (
     AgentAppsError,
     ArgsInvalid,
@@ -119,7 +120,10 @@ class AgentRun:
         self.untrusted_caller = caller is not None and bool(caller.internals.get("untrusted"))
         if self.untrusted_caller:
             _check_untrusted_call(ctx, args)
-        resolved = self.cm.config_for(self.served.skill, {"model": dict(args.get("config") or {})})
+        # The call layer: every invoke(..., config=...) above this run (a prompt skill
+        # invoked with config={"model": ...} included), then the agent's own config arg.
+        call = call_config(ctx, {"model": dict(args.get("config") or {})})
+        resolved = self.cm.config_for(self.served.skill, call)
         self.config: dict[str, Any] = resolved.values["model"]
         self.returns = args.get("returns")
         self.persistent = bool(self.config.get("persistent"))
@@ -135,6 +139,7 @@ class AgentRun:
             # a sub-agent started by agent code sees no more than that code does
             self.allowed_tools = caller.skill.allowed_tools  # type: ignore[union-attr]
         self.name: str = args.get("name") or self.served.skill.name
+        self.skill_dir: str | None = self.served.skill.folder
         self.prompt: str = args.get("prompt") or "You are a capable agent. Do the task you are given."
         self.user_message: str = args.get("user_message") or "Do the task."
         self.memory_seed: dict[str, Any] = dict(args.get("memory") or {})
@@ -154,6 +159,8 @@ class AgentRun:
             # what skill-list and skill-describe hide from this agent's code
             "skill_name": self.served.skill.name,
             "exclude": self.exclude,
+            # the served skill's own folder, which this agent's code may read (tools/paths)
+            "skill_dir": self.skill_dir,
         }
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -187,16 +194,13 @@ class AgentRun:
     async def run(self) -> Any:
         ctx, served, provider = self.ctx, self.served, self.provider
         visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.exclude)
-        skill_dir = None
-        if served.skill.path and served.skill.path.endswith("SKILL.md"):
-            skill_dir = served.skill.path.rsplit("/", 1)[0]
         serving = self.serving
         system = system_prompt(
             self.prompt,
             visible,
             returns=self.returns,
             memory_keys=list(self.memory_seed),
-            skill_dir=skill_dir,
+            skill_dir=self.skill_dir,
             serving=(serving.skill, serving.args) if serving is not None else None,
         )
         served.nonlocals["agent"] = self.scope

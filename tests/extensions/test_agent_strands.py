@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -482,3 +483,36 @@ def test_other_providers_need_a_model_id(models_module, stub_model_class):
     stub_model_class("openai", "OpenAIModel")
     with pytest.raises(AgentAppsError, match="needs model.model_id"):
         models_module.build_model({"provider": "openai"})
+
+
+# -- call-time config (the top of the cascade, for prompt skills too) -------------------------
+
+
+async def test_call_config_endpoint_wins_over_the_skills_metadata(aws, context_manager, write_skill):
+    with FakeBedrock(model_ids=[MODEL]) as metadata_fake, FakeBedrock(model_ids=[MODEL]) as call_fake:
+        model = {
+            "agent": "agent-strands",
+            "model_id": MODEL,
+            "region": "us-east-1",
+            "endpoint_url": metadata_fake.endpoint_url,
+            "max_retries": 0,
+        }
+        write_skill(
+            "greeter.skill.md", f"---\ndescription: Greets.\nmetadata:\n  model: {json.dumps(model)}\n---\nGreet.\n"
+        )
+        call_fake.add_turns({"text": "Hello from the call's endpoint."})
+        result = await context_manager.invoke(
+            "greeter", {"task": "greet"}, config={"model": {"endpoint_url": call_fake.endpoint_url}}
+        )
+        assert result == "Hello from the call's endpoint."
+        assert len(call_fake.requests) == 1 and metadata_fake.requests == []
+        assert call_fake.requests[0].model_id == MODEL  # the rest of metadata.model still applies
+
+
+async def test_call_config_reaches_a_prompt_skill_without_model_metadata(aws, context_manager, write_skill):
+    write_skill("plain.skill.md", "---\ndescription: Plain.\n---\nAnswer.\n")
+    with FakeBedrock(model_ids=[MODEL]) as fake:
+        fake.add_turns({"text": "Answered."})
+        model = {"agent": "agent-strands", "model_id": MODEL, "region": "us-east-1", "endpoint_url": fake.endpoint_url}
+        assert await context_manager.invoke("plain", config={"model": model}) == "Answered."
+        assert len(fake.requests) == 1
