@@ -162,16 +162,19 @@ def _clean_start(entries: list[Entry], index: int) -> bool:
 
 
 def _newest_within(entries: list[Entry], tokens: int) -> int:
-    """The index where the newest entries that fit in ``tokens`` start, at a clean start
-    (``len(entries)`` when not even the last message fits)."""
-    total, start = 0, len(entries)
+    """The index where the newest entries that fit in ``tokens`` start: at a user
+    message when one fits (whole exchanges), else at any clean start;
+    ``len(entries)`` when not even the last message fits."""
+    total, start, user = 0, len(entries), None
     for index in range(len(entries) - 1, -1, -1):
         total += entries[index].tokens
         if total > tokens:
             break
         if _clean_start(entries, index):
             start = index
-    return start
+            if entries[index].message.get("role") == "user":
+                user = index
+    return user if user is not None else start
 
 
 def _window(history: History, start: int, *, summary: bool = True) -> list[Message]:
