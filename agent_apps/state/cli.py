@@ -73,7 +73,8 @@ def _store() -> StateStore:
     return StateStore(state_path(Cascade(cwd=Path.cwd(), home=home), home))
 
 
-def _json(value: Any, out: TextIO = sys.stdout) -> None:
+def _json(value: Any) -> None:
+    out = sys.stdout
     json.dump(value, out, indent=2, ensure_ascii=False)
     out.write("\n")
 
@@ -82,7 +83,8 @@ def _when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
 
 
-def _table(rows: list[tuple[str, ...]], out: TextIO = sys.stdout) -> None:
+def _table(rows: list[tuple[str, ...]]) -> None:
+    out: TextIO = sys.stdout
     if not rows:
         return
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

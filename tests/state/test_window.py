@@ -76,7 +76,7 @@ def test_summarize_compacts_past_70_percent_keeps_the_newest_30_percent_and_stor
     w = window(store, summarizer=summarizer)
     w.on_facts = facts.extend
     messages = asyncio.run(w.get_prompt_window("s"))
-    (old, previous), = seen
+    ((old, previous),) = seen
     assert previous is None and old[0]["text"].startswith("q0 ")
     assert messages[0] == {"role": "summary", "text": "They asked 40 questions."}
     kept = messages[1:]
