@@ -112,7 +112,7 @@ def sessions_list(args: argparse.Namespace) -> int:
     if not sessions:
         print("no sessions yet: agent-apps invoke NAME --session ID starts one", file=sys.stderr)
         return 0
-    rows = [("ID", "MESSAGES", "TOKENS", "UPDATED")]
+    rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "TOKENS", "UPDATED")]
     rows += [(s.id, str(s.messages), f"~{s.tokens}", _when(s.updated_at)) for s in sessions]
     _table(rows)
     return 0
@@ -210,7 +210,7 @@ def runs_list(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs recorded" + (f" in session {args.session}" if args.session else ""), file=sys.stderr)
         return 0
-    rows = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
+    rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
     for run in runs:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
         duration = _duration(run.started_at, run.ended_at)

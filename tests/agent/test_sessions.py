@@ -10,13 +10,16 @@ import textwrap
 
 import pytest
 
-from agent_apps import ArgsInvalid, LimitExceeded, SkillFailed, ToolNotAllowed
+from agent_apps import ArgsInvalid, LimitExceeded, SkillFailed
 
 pytestmark = pytest.mark.anyio
 
 # A provider that plays no model: it hands back what it was given.
 ECHO = """
-frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden", "tags": ["meta-internal", "provider"]}}
+frontmatter = {
+    "params": {"type": "object"},
+    "metadata": {"visibility": "hidden", "tags": ["meta-internal", "provider"]},
+}
 async def main(ctx, args):
     return {"messages": args.get("messages"), "user_message": args["user_message"]}
 """
@@ -135,10 +138,8 @@ async def test_every_run_is_recorded_with_its_report(context_manager, write_skil
 
 
 async def test_nested_agents_belong_to_their_callers_run_and_not_its_session(context_manager, tools):
-    inner = json.dumps([{"text": "inner done"}])
-    turns = [
-        {"code": f"r = await ctx.manager.invoke('agent', {{'prompt': 'in', 'name': 'inner', 'config': {{'agent': 'agent-scripted', 'script': {inner}}}}})\nctx.manager.finish(r)"}
-    ]  # fmt: skip
+    inner = {"prompt": "in", "name": "inner", "config": {"agent": "agent-scripted", "script": [{"text": "inner done"}]}}
+    turns = [{"code": f"r = await ctx.manager.invoke('agent', {inner!r})\nctx.manager.finish(r)"}]
     assert await agent(context_manager, turns, allowed_tools="agent", name="outer", session="n") == "inner done"
     store = context_manager.state
     (run,) = store.runs.list()

@@ -511,7 +511,10 @@ async def test_the_second_run_of_a_session_sends_the_first_runs_turns(context_ma
                 {"toolUse": {"toolUseId": use_id, "name": "invoke", "input": {"code": "print(6 * 7)"}}},
             ],
         },
-        {"role": "user", "content": [{"toolResult": {"toolUseId": use_id, "content": [{"text": "42"}], "status": "success"}}]},
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": use_id, "content": [{"text": "42"}], "status": "success"}}],
+        },
         {"role": "assistant", "content": [{"text": "It is 42."}]},
         {"role": "user", "content": [{"text": "What did I ask?"}]},
     ]
@@ -539,7 +542,7 @@ def test_a_window_cut_through_tool_pairs_stays_a_valid_conversation():
     out = history.to_converse(window, "next")
     assert out == [
         {"role": "user", "content": [{"text": history.OMITTED}]},
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "invoke", "input": {"code": "x"}}}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "invoke", "input": call["input"]}}]},
         {
             "role": "user",
             "content": [
