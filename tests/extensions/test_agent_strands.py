@@ -495,7 +495,8 @@ async def test_the_second_run_of_a_session_sends_the_first_runs_turns(context_ma
         "region": "us-east-1",
         "retry_delay": 0,
     }
-    bedrock.add_turns(invoke("print(6 * 7)", text="Computing."), {"text": "It is 42."}, {"text": "You asked for 6 * 7."})
+    bedrock.add_turns(invoke("print(6 * 7)", text="Computing."), {"text": "It is 42."})
+    bedrock.add_turns({"text": "You asked for 6 * 7."})
     first = {"prompt": "You are a test agent.", "user_message": "What is 6 * 7?", "config": config}
     assert await context_manager.invoke("agent", first, session="math") == "It is 42."
     second = {**first, "user_message": "What did I ask?"}

@@ -15,10 +15,14 @@ def store(tmp_path):
     return StateStore(tmp_path / "state.db")
 
 
+def call(n):
+    return {"id": f"c{n}", "name": "invoke", "input": {"code": "print(1)"}}
+
+
 def turn(n):
     return [
         {"role": "user", "text": f"question {n}"},
-        {"role": "assistant", "text": "Let me look.", "tool_calls": [{"id": f"c{n}", "name": "invoke", "input": {"code": "print(1)"}}]},
+        {"role": "assistant", "text": "Let me look.", "tool_calls": [call(n)]},
         {"role": "tool", "tool_call_id": f"c{n}", "name": "invoke", "text": "1", "error": False},
         {"role": "assistant", "text": f"answer {n}"},
     ]  # fmt: skip

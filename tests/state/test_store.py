@@ -18,8 +18,7 @@ import time
 import pytest
 
 from agent_apps import ContextManager
-from agent_apps.state import MEMORY, StateError, StateStore, state_path
-from agent_apps.state import _db
+from agent_apps.state import MEMORY, StateError, StateStore, _db, state_path
 from agent_apps.state.schema import APPLICATION_ID, MIGRATIONS
 
 PYTHON = sys.executable

@@ -36,7 +36,7 @@ def fill(store, turns, *, size=400):
             "s",
             [
                 {"role": "user", "text": f"q{n} " + "u" * size},
-                {"role": "assistant", "text": f"a{n}", "tool_calls": [{"id": f"c{n}", "name": "invoke", "input": {"code": "x"}}]},
+                {"role": "assistant", "text": f"a{n}", "tool_calls": [{"id": f"c{n}", "name": "invoke", "input": {}}]},
                 {"role": "tool", "tool_call_id": f"c{n}", "name": "invoke", "text": f"r{n} " + "t" * size},
                 {"role": "assistant", "text": f"done {n}"},
             ],
