@@ -95,9 +95,8 @@ def test_runs_list_and_show(capsys, skills):
 
 def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(
-        '{\n  "format": "agent-apps/session",\n  "version": 1,\n  "id": "x",\n  "messages": [\n    {"seq": 1, "role": "bot"}\n  ]\n}\n'
-    )
+    lines = ["{", '  "format": "agent-apps/session",', '  "version": 1,', '  "id": "x",', '  "messages": [']
+    bad.write_text("\n".join([*lines, '    {"seq": 1, "role": "bot"}', "  ]", "}", ""]))
     code, _, err = run(capsys, "sessions", "import", bad)
     assert code == 2 and err.startswith(f"error: {bad}:6: messages[0].role: 'bot' is not one of")
     bad.write_text("{\n  oops\n}")
