@@ -22,6 +22,7 @@ provider actually reported and estimates only what came after it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -34,7 +35,10 @@ __all__ = [
     "Message",
     "ToolCall",
     "estimate_text",
+    "decode",
+    "describe_content",
     "estimate_tokens",
+    "stale_form",
     "summary_message",
 ]
 
@@ -105,13 +109,66 @@ def summary_message(text: str) -> Message:
     return {"role": "summary", "text": text}
 
 
-@dataclass
 class Entry:
-    """A stored message: its position in the session and its token estimate."""
+    """A stored message: its position in the session and its token estimate.
 
-    seq: int
-    message: Message
-    tokens: int
+    Entries read from the store keep the message as JSON text until :attr:`message` is
+    first read, so a window that shows only the newest messages decodes only those.
+    """
+
+    __slots__ = ("_body", "_message", "_role", "_stale", "seq", "tokens")
+
+    def __init__(
+        self,
+        seq: int,
+        message: Message | None,
+        tokens: int,
+        *,
+        body: str | None = None,
+        role: str = "",
+        stale: str | None = None,
+    ) -> None:
+        self.seq = seq
+        self.tokens = tokens
+        self._message = message
+        self._body = body
+        self._role = role or (message.get("role", "") if message is not None else "")
+        self._stale = stale
+
+    def show_stale(self) -> None:
+        """From now on :attr:`message` is the one-line form of a long tool result."""
+        if self._stale is not None:
+            self._message, self._body = json.loads(self._stale), None
+        elif self._body is None and self._message is not None:
+            self._message = stale_form(self._message) or self._message
+
+    @property
+    def message(self) -> Message:
+        if self._message is None:
+            self._message = json.loads(self._body or "{}")
+        return self._message
+
+    @property
+    def role(self) -> str:
+        return self._role
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        return (self.seq, self.tokens, self.message) == (other.seq, other.tokens, other.message)
+
+    def __repr__(self) -> str:
+        return f"Entry(seq={self.seq}, tokens={self.tokens}, role={self.role!r})"
+
+
+def decode(entries: list[Entry]) -> list[Message]:
+    """The messages of ``entries``, decoding the stored ones in one pass."""
+    pending = [entry for entry in entries if entry._message is None]
+    if pending:
+        decoded = json.loads("[" + ",".join(e._body or "{}" for e in pending) + "]")
+        for entry, message in zip(pending, decoded, strict=True):
+            entry._message = message
+    return [entry.message for entry in entries]
 
 
 @dataclass
@@ -133,7 +190,7 @@ class History:
 
     def messages(self) -> list[Message]:
         head = [summary_message(self.summary)] if self.summary else []
-        return head + [entry.message for entry in self.entries]
+        return head + decode(self.entries)
 
     def estimated_tokens(self) -> int:
         """Tokens of :meth:`messages`: the anchor plus estimates of what came after it,
@@ -144,3 +201,63 @@ class History:
             return self.anchor_tokens + after
         head = estimate_text(self.summary) if self.summary else 0
         return head + sum(entry.tokens for entry in self.entries)
+
+
+# -- stale tool results: their one-line form ----------------------------------------------
+
+#: Tool results up to this long are shown whole even when stale.
+STALE_MIN_CHARS = 200
+
+# One pass over the head of a result names its kind.
+_KINDS = re.compile(
+    r"^[ \t]*(?:(?P<python>def |class |import |from \S+ import |async def )"
+    r"|(?P<go>package \w+$|func \w*\()"
+    r"|(?P<javascript>function |const |let |export |import .* from )"
+    r"|(?P<html><(?:!doctype|html|head|body|div))"
+    r"|(?P<markdown>#{1,6} \S)"
+    r"|(?P<traceback>Traceback \(most recent call last\)))",
+    re.M | re.I,
+)
+_KIND_NAMES = {  # by priority: a Python file's '# comment' does not make it Markdown
+    "traceback": "a traceback",
+    "python": "Python source",
+    "go": "Go source",
+    "javascript": "JavaScript source",
+    "html": "HTML",
+    "markdown": "Markdown",
+}
+_HEAD = 2000  # characters looked at
+
+
+def describe_content(text: str) -> str:
+    """``Returned 4500 bytes (120 lines) of Python source``: size and a guessed kind."""
+    size = len(text.encode("utf-8"))
+    lines = text.count("\n") + 1
+    return f"Returned {size} bytes ({lines} lines) of {_kind(text)}"
+
+
+def _kind(text: str) -> str:
+    head = text[:_HEAD]
+    stripped = text.strip()
+    if stripped[:1] in "[{" and stripped[-1:] in "]}":
+        try:
+            json.loads(stripped)
+            return "JSON"
+        except ValueError:
+            pass
+    found = {match.lastgroup for match in _KINDS.finditer(head)}
+    for group, kind in _KIND_NAMES.items():
+        if group in found:
+            return kind
+    lines = [line for line in head.splitlines()[:20] if line]
+    if len(lines) > 1 and "," in lines[0] and len({line.count(",") for line in lines}) == 1:
+        return "CSV"
+    return "text"
+
+
+def stale_form(message: Message) -> Message | None:
+    """How a long tool result is shown once stale (None: it is shown whole)."""
+    text = message.get("text") or ""
+    if message.get("role") != "tool" or len(text) <= STALE_MIN_CHARS:
+        return None
+    return {**message, "text": f"[Summary: {describe_content(text)}]"}

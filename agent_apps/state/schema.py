@@ -33,7 +33,8 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_updated ON sessions (updated_at);
 
--- One message of a session, in the neutral format (JSON), numbered 1, 2, ... per session.
+-- One message of a session, in the neutral format (JSON), numbered 1, 2, ... per session;
+-- `stale`: how a long tool result is shown once it is old (made once, when stored).
 CREATE TABLE messages (
     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
@@ -42,6 +43,7 @@ CREATE TABLE messages (
     role TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     body TEXT NOT NULL,
+    stale TEXT,
     PRIMARY KEY (session_id, seq)
 );
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ._db import Database
 from .errors import AlreadyExists, NotFound
-from .messages import Entry, History, Message, estimate_tokens
+from .messages import Entry, History, Message, estimate_tokens, stale_form
 
 __all__ = ["SessionInfo", "Sessions", "session_id_problem"]
 
@@ -83,6 +83,11 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _stale(message: Message) -> str | None:
+    form = stale_form(message)
+    return None if form is None else _dump(form)
+
+
 class Sessions:
     """``store.sessions``: create, append, read, compact, fork and remove sessions."""
 
@@ -131,10 +136,12 @@ class Sessions:
                 return History(session_id)
             summary, through, anchor_tokens, anchor_seq = row
             rows = conn.execute(
-                "SELECT seq, tokens, body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                "SELECT seq, tokens, role, body, stale FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
                 (session_id, through),
             ).fetchall()
-        entries = [Entry(seq, json.loads(body), tokens) for seq, tokens, body in rows]
+        entries = [
+            Entry(seq, None, tokens, body=body, role=role, stale=stale) for seq, tokens, role, body, stale in rows
+        ]
         return History(session_id, entries, summary, through, anchor_tokens, anchor_seq)
 
     # -- writing -----------------------------------------------------------------------
@@ -176,10 +183,10 @@ class Sessions:
             ).fetchone()
             first = last - len(messages) + 1
             conn.executemany(
-                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, first + i, run_id, now, m.get("role"), tokens[i], bodies[i])
+                    (session_id, first + i, run_id, now, m.get("role"), tokens[i], bodies[i], _stale(m))
                     for i, m in enumerate(messages)
                 ],
             )
@@ -233,8 +240,8 @@ class Sessions:
                 (new_id, now, now, _dump(meta), session_id),
             )
             conn.execute(
-                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body) "
-                "SELECT ?, seq, run_id, created_at, role, tokens, body FROM messages WHERE session_id = ?",
+                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
+                "SELECT ?, seq, run_id, created_at, role, tokens, body, stale FROM messages WHERE session_id = ?",
                 (new_id, session_id),
             )
         return self.get(new_id)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
-from .messages import MESSAGE_SCHEMA, Message, estimate_tokens
+from .messages import MESSAGE_SCHEMA, Message, estimate_tokens, stale_form
 
 if TYPE_CHECKING:
     from ._db import Database
@@ -123,7 +123,11 @@ def import_session(db: Database, snapshot: Any, *, as_id: str | None = None, sou
         message: Message = {k: v for k, v in item.items() if k not in _ENVELOPE}  # type: ignore[assignment]
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
         at = item.get("created_at", now)
-        rows.append((session_id, item["seq"], item.get("run_id"), at, message["role"], estimate_tokens(message), body))
+        stale = stale_form(message)
+        rows.append(
+            (session_id, item["seq"], item.get("run_id"), at, message["role"], estimate_tokens(message), body,
+             None if stale is None else json.dumps(stale, ensure_ascii=False, separators=(",", ":")))
+        )  # fmt: skip
     last = max([data.get("last_seq", 0), *(item["seq"] for item in messages)])
     anchor = data.get("anchor") or {}
     memory = data.get("memory")
@@ -148,8 +152,8 @@ def import_session(db: Database, snapshot: Any, *, as_id: str | None = None, sou
             ),
         )
         conn.executemany(
-            "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
     return session_id

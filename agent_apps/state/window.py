@@ -25,14 +25,12 @@ Built-in strategies:
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError
-from .messages import Entry, History, Message, estimate_text, summary_message
+from .messages import Entry, History, Message, decode, estimate_text, summary_message
 
 if TYPE_CHECKING:
     from . import StateStore
@@ -51,7 +49,7 @@ __all__ = [
     "compaction_options",
     "compaction_strategy",
     "history_provider",
-    "summarize_stale_tool_results",
+    "mark_stale",
 ]
 
 DEFAULTS: dict[str, Any] = {
@@ -158,7 +156,7 @@ class StoreHistory:
 
 def _clean_start(entries: list[Entry], index: int) -> bool:
     """A window may start here: not with a tool result (its call would be cut off)."""
-    return entries[index].message.get("role") != "tool"
+    return entries[index].role != "tool"
 
 
 def _newest_within(entries: list[Entry], tokens: int) -> int:
@@ -172,14 +170,14 @@ def _newest_within(entries: list[Entry], tokens: int) -> int:
             break
         if _clean_start(entries, index):
             start = index
-            if entries[index].message.get("role") == "user":
+            if entries[index].role == "user":
                 user = index
     return user if user is not None else start
 
 
 def _window(history: History, start: int, *, summary: bool = True) -> list[Message]:
     head = [summary_message(history.summary)] if summary and history.summary else []
-    return head + [entry.message for entry in history.entries[start:]]
+    return head + decode(history.entries[start:])
 
 
 class Summarize:
@@ -300,59 +298,21 @@ def _plugin(group: str, key: str, name: str, argument: Any) -> Any:
 
 # -- stale tool results -----------------------------------------------------------------
 
-_MIN_SUMMARIZED = 200  # shorter tool results are shown as they are
 
-
-def summarize_stale_tool_results(messages: list[Message], turns: int) -> list[Message]:
-    """Tool results older than ``turns`` model turns, shown as one line each
-    (``[Summary: Returned 4500 bytes (120 lines) of Python source]``). A copy: the
-    stored messages stay whole."""
+def mark_stale(entries: list[Entry], turns: int) -> None:
+    """Show tool results older than ``turns`` model turns as one line each
+    (``[Summary: Returned 4500 bytes (120 lines) of Python source]``), before any
+    strategy sees them: in this window only, the stored messages stay whole. The line
+    was made when the message was stored, so stale results are never decoded here."""
     if turns <= 0:
-        return messages
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    if len(assistants) <= turns:
-        return messages
-    cutoff = assistants[-turns]  # tool results before this assistant message are stale
-    out = []
-    for index, message in enumerate(messages):
-        text = message.get("text") or ""
-        if index < cutoff and message.get("role") == "tool" and len(text) > _MIN_SUMMARIZED:
-            message = {**message, "text": f"[Summary: {describe_content(text)}]"}
-        out.append(message)
-    return out
-
-
-_KINDS: list[tuple[str, re.Pattern[str]]] = [
-    ("Python source", re.compile(r"^\s*(def |class |import |from \S+ import |async def )", re.M)),
-    ("Go source", re.compile(r"^\s*(package \w+|func \w*\()", re.M)),
-    ("JavaScript source", re.compile(r"^\s*(function |const |let |export |import .* from )", re.M)),
-    ("HTML", re.compile(r"^\s*<(!doctype|html|head|body|div)", re.I | re.M)),
-    ("Markdown", re.compile(r"^#{1,6} \S", re.M)),
-    ("a traceback", re.compile(r"^Traceback \(most recent call last\)", re.M)),
-]
-
-
-def describe_content(text: str) -> str:
-    """``Returned 4500 bytes (120 lines) of Python source``: size and a guessed kind."""
-    size = len(text.encode("utf-8"))
-    lines = text.count("\n") + 1
-    return f"Returned {size} bytes ({lines} lines) of {_kind(text)}"
-
-
-def _kind(text: str) -> str:
-    stripped = text.strip()
-    if stripped[:1] in "[{":
-        try:
-            json.loads(stripped)
-            return "JSON"
-        except ValueError:
-            pass
-    for kind, pattern in _KINDS:
-        if pattern.search(text[:4000]):
-            return kind
-    if "," in text and len({line.count(",") for line in text.splitlines()[:20] if line}) == 1:
-        return "CSV"
-    return "text"
+        return
+    seen = 0
+    for index in range(len(entries) - 1, -1, -1):
+        entry = entries[index]
+        if entry.role == "assistant":
+            seen += 1
+        elif entry.role == "tool" and seen >= turns:
+            entry.show_stale()
 
 
 # -- the window -------------------------------------------------------------------------
@@ -388,9 +348,10 @@ class PromptWindow:
 
     async def get_prompt_window(self, session_id: str) -> list[Message]:
         history = await self.history.load(session_id)
+        mark_stale(history.entries, self.stale_turns)
         result = self.last = await self.strategy.compact(history, self.budget, self.summarizer)
         if result.through is not None and self.persist:
             await self.history.compact(session_id, through=result.through, summary=result.summary)
         if result.facts and self.on_facts is not None:
             self.on_facts(result.facts)
-        return summarize_stale_tool_results(result.messages, self.stale_turns)
+        return result.messages

@@ -11,6 +11,7 @@ import pytest
 
 from agent_apps.errors import ConfigError
 from agent_apps.state import StateStore
+from agent_apps.state.messages import Entry, describe_content
 from agent_apps.state.window import (
     Budget,
     PromptWindow,
@@ -18,8 +19,7 @@ from agent_apps.state.window import (
     Summary,
     compaction_options,
     compaction_strategy,
-    describe_content,
-    summarize_stale_tool_results,
+    mark_stale,
 )
 
 PYTHON_SOURCE = "import os\n\n\ndef main():\n    return os.getcwd()\n" * 40
@@ -140,8 +140,14 @@ def test_content_kinds_are_guessed():
     assert describe_content("# Title\n\nSome words.\n").endswith("of Markdown")
     assert describe_content("package main\nfunc main() {}\n").endswith("of Go source")
     assert describe_content("just words").endswith("of text")
-    messages = [{"role": "tool", "tool_call_id": "c", "text": "x" * 50}, {"role": "assistant", "text": "a"}]
-    assert summarize_stale_tool_results(messages, 0) == messages
+    entries = [
+        Entry(1, {"role": "tool", "tool_call_id": "c", "text": "x" * 500}, 0),
+        Entry(2, {"role": "assistant"}, 0),
+    ]
+    mark_stale(entries, 0)
+    assert entries[0].message["text"] == "x" * 500  # 0: never stale
+    mark_stale(entries, 1)
+    assert entries[0].message["text"] == "[Summary: Returned 500 bytes (1 lines) of text]"
 
 
 def test_bad_compaction_options_are_clear_errors():
@@ -177,3 +183,8 @@ def test_a_strategy_from_an_installed_package(tmp_path, monkeypatch, store):
     fill(store, 2)
     messages = asyncio.run(window(store, "last-one").get_prompt_window("s"))
     assert messages == [{"role": "assistant", "text": "done 1"}]
+
+
+def test_a_python_file_with_a_comment_header_is_python():
+    assert describe_content("# a script\nimport os\nprint(os.getcwd())\n").endswith("of Python source")
+    assert describe_content("Traceback (most recent call last):\n  File 'x.py'\nimport error\n").endswith("traceback")
