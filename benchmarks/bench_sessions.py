@@ -27,12 +27,13 @@ CODE = "rows = await ctx.manager.invoke('file-read', {'path': 'data.csv'})\nprin
 
 def exchange(n: int) -> list[dict]:
     """One turn of a typical session: ~2 kB over four messages."""
+    call = {"id": f"c{n}", "name": "invoke", "input": {"code": CODE}}
     return [
         {"role": "user", "text": f"Question {n}: " + "what do the numbers in data.csv say about it? " * 4},
-        {"role": "assistant", "text": "Let me read the file.", "tool_calls": [{"id": f"c{n}", "name": "invoke", "input": {"code": CODE}}]},
+        {"role": "assistant", "text": "Let me read the file.", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": f"c{n}", "name": "invoke", "text": "date,value\n" + "2026-01-01,42\n" * 60},
         {"role": "assistant", "text": "The values hold steady at 42 over the whole period. " * 3},
-    ]  # fmt: skip
+    ]
 
 
 def fill(store: StateStore, session: str, messages: int) -> None:
