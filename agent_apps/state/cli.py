@@ -13,8 +13,9 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from ..cli import _table
 from . import StateStore, state_path
 from .errors import SnapshotInvalid
 
@@ -83,19 +84,6 @@ def _when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
 
 
-def _table(rows: list[tuple[str, ...]]) -> None:
-    out: TextIO = sys.stdout
-    if not rows:
-        return
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    out.write(
-        "".join(
-            "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip() + "\n"
-            for row in rows
-        )  # fmt: skip
-    )
-
-
 def _short(text: str, width: int = 200) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -104,18 +92,23 @@ def _short(text: str, width: int = 200) -> str:
 # -- sessions ----------------------------------------------------------------------------
 
 
+def _listing(args: argparse.Namespace, data: list[Any], rows: list[tuple[str, ...]], empty: str) -> int:
+    """Print a listing: JSON with --json, else a table under its header row."""
+    if args.json:
+        _json(data)
+    elif len(rows) == 1:
+        print(empty, file=sys.stderr)
+    else:
+        _table(rows, sys.stdout)
+    return 0
+
+
 def sessions_list(args: argparse.Namespace) -> int:
     sessions = _store().sessions.list()
-    if args.json:
-        _json([{k: v for k, v in s.to_json().items() if k not in ("memory", "summary", "meta")} for s in sessions])
-        return 0
-    if not sessions:
-        print("no sessions yet: agent-apps invoke NAME --session ID starts one", file=sys.stderr)
-        return 0
     rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "TOKENS", "UPDATED")]
     rows += [(s.id, str(s.messages), f"~{s.tokens}", _when(s.updated_at)) for s in sessions]
-    _table(rows)
-    return 0
+    data = [{k: v for k, v in s.to_json().items() if k not in ("memory", "summary", "meta")} for s in sessions]
+    return _listing(args, data, rows, "no sessions yet: agent-apps invoke NAME --session ID starts one")
 
 
 def sessions_show(args: argparse.Namespace) -> int:
@@ -204,12 +197,6 @@ def _status(run: Any) -> str:
 
 def runs_list(args: argparse.Namespace) -> int:
     runs = _store().runs.list(session=args.session, limit=args.limit or None)
-    if args.json:
-        _json([run.to_json() for run in runs])
-        return 0
-    if not runs:
-        print("no runs recorded" + (f" in session {args.session}" if args.session else ""), file=sys.stderr)
-        return 0
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
     for run in runs:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
@@ -217,8 +204,8 @@ def runs_list(args: argparse.Namespace) -> int:
         rows.append(
             (run.id[:12], _when(run.started_at), _status(run), run.name, run.session_id or "-", tokens, duration)
         )
-    _table(rows)
-    return 0
+    empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
+    return _listing(args, [run.to_json() for run in runs], rows, empty)
 
 
 def runs_show(args: argparse.Namespace) -> int:

@@ -17,26 +17,28 @@ class StateError(AgentAppsError):
         self.reason = message
 
 
-class NotFound(AgentAppsError):
+class _IdError(AgentAppsError):
+    """An error about one session or run, named by kind and id."""
+
+    call_error = True
+    template = "{kind} {ident!r}"
+
+    def __init__(self, kind: str, ident: str, hint: str = "") -> None:
+        self.kind = kind
+        self.ident = ident
+        super().__init__(self.template.format(kind=kind, ident=ident) + (f" ({hint})" if hint else ""))
+
+
+class NotFound(_IdError):
     """No session or run of that id."""
 
-    call_error = True
-
-    def __init__(self, kind: str, ident: str, hint: str = "") -> None:
-        self.kind = kind
-        self.ident = ident
-        super().__init__(f"no {kind} {ident!r}" + (f" ({hint})" if hint else ""))
+    template = "no {kind} {ident!r}"
 
 
-class AlreadyExists(AgentAppsError):
+class AlreadyExists(_IdError):
     """A session of that id exists already (import, fork)."""
 
-    call_error = True
-
-    def __init__(self, kind: str, ident: str, hint: str = "") -> None:
-        self.kind = kind
-        self.ident = ident
-        super().__init__(f"{kind} {ident!r} already exists" + (f": {hint}" if hint else ""))
+    template = "{kind} {ident!r} already exists"
 
 
 class SnapshotInvalid(AgentAppsError):

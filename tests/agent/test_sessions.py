@@ -303,3 +303,28 @@ async def test_agent_middleware_wraps_agent_runs_only(context_manager, write_ski
     assert node.trace and node.name == "asker"
     # elsewhere the sentinel stands for nothing
     assert await context_manager.invoke("word-count", {"text": "x"}, middleware=["$agent"]) == 1
+
+
+# -- every provider ------------------------------------------------------------------------
+
+
+async def test_every_provider_takes_the_session_window_and_reports_its_turns(harness, context_manager, tools):
+    """Provider conformance for sessions: the earlier messages reach the model (they
+    count in the next run's input tokens) and turn-end carries latency and stop reason."""
+    first_turns = [{"text": "Counting.", "code": "print(len('a b c'.split()))"}, {"text": "Three."}]
+    config = harness.config(first_turns)
+    call = {"prompt": "Test.", "user_message": "Count the words of 'a b c'.", "config": config}
+    assert await context_manager.invoke("agent", call, session="conf") == "Three."
+    config = harness.config([{"text": "Still three."}])
+    again = {**call, "user_message": "How many again?", "config": config}
+    assert await context_manager.invoke("agent", again, session="conf") == "Still three."
+    store = context_manager.state
+    runs = store.runs.list(session="conf")
+    (second,), (first,) = (store.runs.agents(run.id) for run in runs)
+    steps = first.report["steps"] + second.report["steps"]
+    assert [s["finish_reason"] for s in steps] == ["tool_use", "end_turn", "end_turn"]
+    assert all(s["model_latency_ms"] >= 0 for s in steps)
+    assert second.report["steps"][0]["usage"]["input_tokens"] > first.report["steps"][0]["usage"]["input_tokens"]
+    assert [m.message["role"] for m in store.sessions.messages("conf")] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant"
+    ]  # fmt: skip
