@@ -328,3 +328,25 @@ async def test_every_provider_takes_the_session_window_and_reports_its_turns(har
     assert [m.message["role"] for m in store.sessions.messages("conf")] == [
         "user", "assistant", "tool", "assistant", "user", "assistant"
     ]  # fmt: skip
+
+
+async def test_a_cancelled_run_is_recorded_as_cancelled(context_manager):
+    import asyncio
+
+    from agent_apps import Cancelled, Signal
+
+    signal = Signal()
+    turns = [{"text": "a", "code": "print(1)"}, {"text": "b", "delay": 60}]
+    call = {"prompt": "P", "config": scripted(turns), "events": "c"}
+    started = asyncio.Event()
+    context_manager.events.subscribe(
+        "c", lambda topic, e: e["type"] == "turn-start" and e["turn"] == 2 and started.set()
+    )
+    task = asyncio.create_task(context_manager.invoke("agent", call, signal=signal, session="c"))
+    await asyncio.wait_for(started.wait(), 60)
+    signal.cancel("user")
+    with pytest.raises(Cancelled):
+        await task
+    (run,) = context_manager.state.runs.list()
+    assert run.status == "cancelled"
+    assert len(context_manager.state.sessions.messages("c")) == 3  # the first turn, kept
