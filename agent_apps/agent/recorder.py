@@ -96,9 +96,8 @@ class Recorder:
             store.runs.start_agent(record, name=self.report["name"])
             return store.sessions.begin(self.session) if self.session is not None else None
 
-        memory = await store.call(begin)
-        self._memory_at_start = memory
-        return memory if self.retention == "permanent" else None
+        memory = self._memory_at_start = await store.call(begin)
+        return memory  # retention decides what a run leaves, not what it may read
 
     # -- hook events -------------------------------------------------------------------
 
