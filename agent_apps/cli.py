@@ -20,6 +20,12 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
+#: Command groups that live in modules of their own, imported only when used.
+_GROUPS = {
+    "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
+    "runs": ("agent_apps.state.cli", "list and show recorded agent runs"),
+}
+
 
 class UsageError(Exception):
     """A bad command line (exit status 2)."""
@@ -57,6 +63,10 @@ def _parse(
 ) -> argparse.Namespace:
     """Options may come anywhere (``invoke NAME --path DIR key=value``): argparse
     only allows that per subcommand, with ``parse_intermixed_args``."""
+    if argv and argv[0] in _GROUPS:
+        import importlib
+
+        return importlib.import_module(_GROUPS[argv[0]][0]).parse(argv)  # type: ignore[no-any-return]
     sub = commands.get(argv[0]) if argv else None
     if sub is None:
         return parser.parse_args(argv)
@@ -106,6 +116,13 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
+    session = {"session": args.session} if args.session else {}
+    if args.session:
+        from .state import session_id_problem
+
+        problem = session_id_problem(args.session)
+        if problem:
+            raise UsageError(f"--session: {problem}")
     served: dict[str, Any] = {}
 
     async def watch(ctx: Any, call_next: Any) -> Any:
@@ -114,7 +131,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         finally:  # the agent that served this call (if one did) left its state here
             served.update(ctx.locals.get("agent") or {})
 
-    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch])
+    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch], **session)
     _print_result(result, as_json=args.json, out=sys.stdout)
     status = served.get("status")
     if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
@@ -364,6 +381,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--args", metavar="JSON|@FILE", help="args as a JSON object, or @file.json")
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
     p.set_defaults(run=cmd_invoke)
 
     p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
@@ -403,6 +421,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
     p.set_defaults(run=cmd_sandbox_build)
+    for name, (_, text) in _GROUPS.items():  # listed in --help; parsed by their own module
+        sub.add_parser(name, help=text, add_help=False)
     return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config")}
 
 

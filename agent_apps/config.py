@@ -44,8 +44,14 @@ DEFAULTS: dict[str, Any] = {
         "persistent": False,
         "context_edit": False,
         "sandbox": {"timeout": 30, "memory_mb": 256, "output_kb": 64},
+        # sessions (docs/sessions.md)
+        "retention": "permanent",
+        "context_window": 200_000,
+        "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
+        # the agent's own middleware, run where "$agent" stands in a middleware list
+        "middleware": ["session"],
     },
-    "middleware": [],
+    "middleware": ["$agent"],
 }
 
 _CONCATENATED = {"middleware"}
@@ -69,6 +75,21 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "temperature"): _NUM,
     ("model", "max_tokens"): _INT,
     ("model", "sandbox"): _MAP,
+    ("model", "retention"): _STR,
+    ("model", "context_window"): _INT,
+    ("model", "compaction"): _MAP,
+    ("model", "compaction", "strategy"): _STR,
+    ("model", "compaction", "threshold"): _NUM,
+    ("model", "compaction", "keep"): _NUM,
+    ("model", "compaction", "reserve"): _INT,
+    ("model", "compaction", "stale_turns"): _INT,
+    ("model", "compaction", "window_messages"): _INT,
+    ("model", "compaction", "model"): _MAP,
+    ("model", "history"): _STR,
+    ("model", "workspace"): _STR,
+    ("model", "middleware"): "a list of strings",
+    ("state",): _MAP,
+    ("state", "path"): _STR,
     ("security",): _MAP,
     ("security", "allowed_paths"): "a list of strings",
     ("security", "denied_paths"): "a list of strings",
@@ -89,7 +110,7 @@ def config_problem(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> tup
         expected = _KNOWN.get(path)
         if expected is not None and not _is(value, expected):
             return path, expected
-        if isinstance(value, Mapping) and len(path) < 2:
+        if isinstance(value, Mapping) and len(path) < 3:
             problem = config_problem(value, path)
             if problem:
                 return problem

@@ -10,6 +10,12 @@ sees the call as ``target`` and runs it with ``await target.manager.next()``.
 
 Order, outermost first: plugin middleware, config-cascade ``middleware``, the skill's
 frontmatter ``middleware``, then call-time ``invoke(..., middleware=[...])``.
+
+The entry ``$agent`` in any of these lists stands for *the agent being served*: for an
+invocation of the ``agent`` skill (every agent run passes through one) it becomes that
+agent's own middleware, ``model.middleware`` from the cascade of the skill the agent
+serves (by default the bundled ``session``, which stores the run's trace); for every
+other invocation it is nothing. The bundled defaults put it in the global list.
 """
 
 from __future__ import annotations
@@ -29,11 +35,16 @@ if TYPE_CHECKING:
     from .manager import ContextManager
     from .skill import Skill
 
-__all__ = ["CallNext", "MiddlewareFn", "check_untrusted_middleware", "compose", "skill_middleware"]
+__all__ = ["AGENT", "CallNext", "MiddlewareFn", "check_untrusted_middleware", "compose", "expand_agent", "skill_middleware"]
 
 CallNext = Callable[..., Awaitable[Any]]
 MiddlewareFn = Callable[[Context, CallNext], Awaitable[Any]]
 Terminal = Callable[[Context], Awaitable[Any]]
+
+#: The sentinel entry of middleware lists: the agent being served.
+AGENT = "$agent"
+#: The skill every agent run is an invocation of.
+_AGENT_SKILL = "agent"
 
 
 def compose(middleware: Sequence[MiddlewareFn]) -> Callable[[Context, Terminal], Awaitable[Any]]:
@@ -174,3 +185,45 @@ def check_untrusted_middleware(cm: ContextManager, caller: Context, callee: Skil
 
 def _name(mw: Callable[..., Any]) -> str:
     return getattr(mw, "__name__", repr(mw))
+
+
+def expand_agent(
+    cm: ContextManager, skill: Skill, refs: list[Any], *, done: Sequence[MiddlewareFn] = ()
+) -> list[Any]:
+    """``refs`` with the first ``$agent`` made the agent middleware (for the ``agent``
+    skill, unless ``done`` has it already) and every other ``$agent`` dropped."""
+    if not any(isinstance(ref, str) and ref == AGENT for ref in refs):
+        return refs
+    wanted = skill.name == _AGENT_SKILL and not any(getattr(fn, "agent_sentinel", False) for fn in done)
+    out = []
+    for ref in refs:
+        if isinstance(ref, str) and ref == AGENT:
+            if wanted:
+                out.append(_agent_middleware(cm))
+                wanted = False
+        else:
+            out.append(ref)
+    return out
+
+
+def _agent_middleware(cm: ContextManager) -> MiddlewareFn:
+    """Runs ``model.middleware`` of the skill the agent serves around the agent run.
+
+    Resolved per served skill (a prompt skill's ``metadata.model.middleware`` applies
+    to its agent) and cached on it; the call's own config never adds middleware.
+    """
+
+    async def agent(ctx: Context, call_next: CallNext) -> Any:
+        served = ctx.target or ctx.parent or ctx
+        cache = served.skill._cache
+        onion: Any = cache.get("agent_middleware")
+        if onion is None:
+            refs = cm.config_for(served.skill).values.get("model", {}).get("middleware") or []
+            fns = [cm._middleware_fn(ref) for ref in refs if ref != AGENT]
+            onion = cache["agent_middleware"] = compose(fns) if fns else False
+        if not onion:
+            return await call_next()
+        return await onion(ctx, lambda _ctx: call_next())
+
+    agent.agent_sentinel = True  # type: ignore[attr-defined]
+    return agent

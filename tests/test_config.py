@@ -60,7 +60,7 @@ def test_middleware_lists_concatenate(tmp_path, monkeypatch):
     (project / "agent-apps.yaml").write_text("middleware: [timing]\n")
     cm = ContextManager([], cwd=project, env=False, user=False, entry_points=False)
     resolved = cm.config_for(None)
-    assert resolved.values["middleware"] == ["audit", "timing"]
+    assert resolved.values["middleware"] == ["$agent", "audit", "timing"]  # "$agent": the bundled default
     assert " + " in resolved.sources["middleware"]
 
 

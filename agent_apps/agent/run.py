@@ -16,8 +16,8 @@ message        text, delta?                       None
 reasoning      text, delta?                       None
 tool-call      tool, args, id?                    {allow: true} or {deny: reason}
 tool-result    tool, args, result, id?            None
-turn-end       turn, result (text), usage?        {stop: true, result} or {continue: true, message?};
-                                                  at max_turns or max_steps: stop with the partial
+turn-end       turn, result (text), usage?,       {stop: true, result} or {continue: true, message?};
+               latency_ms?, stop_reason?          at max_turns or max_steps: stop with the partial
                                                   result (see "Run statuses")
 error          error {type, message, retryable},  {retry: true, delay} or {stop: true}
                attempt
@@ -55,8 +55,10 @@ from ..errors import (
     ToolNotAllowed,
 )
 from ..skill import Skill, is_skill_name
+from ..state.sessions import session_id_problem
 from ..validation import schema_problem, validate_args
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
+from .recorder import RETENTIONS, Recorder
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -143,6 +145,22 @@ class AgentRun:
         self.prompt: str = args.get("prompt") or "You are a capable agent. Do the task you are given."
         self.user_message: str = args.get("user_message") or "Do the task."
         self.memory_seed: dict[str, Any] = dict(args.get("memory") or {})
+        self.retention: str = self.config.get("retention") or "permanent"
+        if self.retention not in RETENTIONS:
+            raise ArgsInvalid(ctx.skill.name, "config.retention", f"must be one of {', '.join(RETENTIONS)}")
+        # This agent's node in the run tree; everything below it (provider, code,
+        # sub-agents) inherits it. A session continues only for the agent an invocation
+        # serves: sub-agents started by agent code never write into their caller's.
+        session = ctx.internals.get("session") or self.served.internals.get("session")
+        if session is not None:
+            if self.untrusted_caller:
+                raise ToolNotAllowed(caller.skill.name, ctx.skill.name, "agent code may not choose a session")  # type: ignore[union-attr]
+            problem = session_id_problem(session)
+            if problem:
+                raise ArgsInvalid(ctx.skill.name, "session", problem)
+        self.record = ctx.run.child(session_id=session)
+        ctx._run = self.record
+        self.recorder: Recorder | None = None
 
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
@@ -192,8 +210,29 @@ class AgentRun:
     # -- the run -------------------------------------------------------------------
 
     async def run(self) -> Any:
-        ctx, served, provider = self.ctx, self.served, self.provider
+        served, provider = self.served, self.provider
         visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.exclude)
+        self.recorder = recorder = Recorder(
+            self.cm.state,
+            self.record,
+            name=self.name,
+            provider=provider,
+            model=self.config.get("model_id"),
+            retention=self.retention,
+            user_message=self.user_message,
+        )
+        memory = await recorder.start()
+        if memory:  # the session's memory, under what this call seeds
+            self.memory_seed = {**memory, **self.memory_seed}
+        try:
+            return await self._run(recorder, visible)
+        except BaseException as exc:
+            status = self.state["status"]  # set by _run for the errors it knows
+            await recorder.finish("error" if status == "running" else status, error=exc)
+            raise
+
+    async def _run(self, recorder: Recorder, visible: Any) -> Any:
+        ctx, served, provider = self.ctx, self.served, self.provider
         serving = self.serving
         system = system_prompt(
             self.prompt,
@@ -203,11 +242,16 @@ class AgentRun:
             skill_dir=self.skill_dir,
             serving=(serving.skill, serving.args) if serving is not None else None,
         )
+        recorder.set_system(system)
         served.nonlocals["agent"] = self.scope
+        self.state.update(run_id=self.record.run_id, agent_id=self.record.agent_id, retention=self.retention)
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
         try:
+            window: list[Any] = []
+            if self.record.session_id is not None:
+                window = await self._prompt_window(system)
             self._sandbox = await _acquire_sandbox(self)
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
@@ -218,17 +262,17 @@ class AgentRun:
                     description=INVOKE_TOOL["description"],
                 )
                 hook_ref = ctx.manager.callback(self.hook, name="agent-hook", params=HOOK_PARAMS)
-                text = await ctx.manager.invoke(
-                    provider,
-                    {
-                        "prompt": system,
-                        "config": self.config,
-                        "invoke_ref": invoke_ref,
-                        "hook_ref": hook_ref,
-                        "user_message": self.user_message,
-                        "skill_name": served.skill.name,
-                    },
-                )
+                call = {
+                    "prompt": system,
+                    "config": self.config,
+                    "invoke_ref": invoke_ref,
+                    "hook_ref": hook_ref,
+                    "user_message": self.user_message,
+                    "skill_name": served.skill.name,
+                }
+                if window:  # the session's earlier messages (the neutral format), before the user's
+                    call["messages"] = window
+                text = await ctx.manager.invoke(provider, call)
             finally:
                 stop_sandbox()
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
@@ -251,6 +295,7 @@ class AgentRun:
         self._emit(
             "agent-complete", result=result, status=status, turns=self.turn, steps=self.steps, usage=self.usage, **stop
         )
+        await recorder.finish(status, result=result)
         return result
 
     def _result(self, text: Any) -> Any:
@@ -271,6 +316,24 @@ class AgentRun:
                 f"({type(outcome).__name__}) and the agent gave no result with ctx.manager.finish()",
             )
         return self._stopped if self._stopped is not None else text
+
+    async def _prompt_window(self, system: str) -> list[Any]:
+        """The session's earlier messages, compacted to fit (see docs/sessions.md)."""
+        from .compaction import prompt_window
+
+        assert self.record.session_id is not None and self.recorder is not None
+        window, compaction = await prompt_window(
+            self.ctx,
+            provider=self.provider,
+            config=self.config,
+            session=self.record.session_id,
+            system=system,
+            persist=self.retention == "permanent",
+        )
+        if compaction is not None:
+            self.recorder.compaction = compaction
+            self.trace.append({"type": "compaction", "timestamp": time.time(), **compaction})
+        return window
 
     # -- the invoke callback ---------------------------------------------------------
 
@@ -314,6 +377,8 @@ class AgentRun:
         the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
         sandbox checked that it comes alone) advances the call this agent serves."""
         assert self._code_ctx is not None
+        if self.recorder is not None:
+            self.recorder.called(name)
         if options.pop("next", False):
             return await self._next(name, args)
         return await self._code_ctx.manager.invoke(name, args, **options)
@@ -348,8 +413,19 @@ class AgentRun:
     async def hook(self, cctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
         kind = event["type"]
         self.trace.append({"type": kind, "timestamp": time.time(), **{k: v for k, v in event.items() if k != "type"}})
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.observe(event)
         handler = getattr(self, "_on_" + kind.replace("-", "_"), None)
-        return await handler(event) if handler is not None else None
+        if kind != "turn-end" or recorder is None:
+            return await handler(event) if handler is not None else None
+        directive = None
+        try:
+            directive = await handler(event)  # type: ignore[misc]
+            return directive
+        finally:  # the turn happened, whatever the policy decides: its messages are stored
+            memory = self._sandbox.memory if self._sandbox is not None else None
+            await recorder.end_turn(event, directive, memory)
 
     async def _on_turn_start(self, event: dict[str, Any]) -> None:
         self.turn = int(event.get("turn") or self.turn + 1)
@@ -445,7 +521,11 @@ class AgentRun:
 
     def scope_ids(self) -> dict[str, Any]:
         """The ids that place this run in the tree of nested agents."""
-        return {"context_id": self.scope["context_id"], "ancestor_context_id": self.scope["ancestor_context_id"]}
+        return {
+            "context_id": self.scope["context_id"],
+            "ancestor_context_id": self.scope["ancestor_context_id"],
+            "run_id": self.record.run_id,
+        }
 
 
 #: The model config keys agent code may set when it starts a sub-agent. Everything else

@@ -516,3 +516,76 @@ async def test_call_config_reaches_a_prompt_skill_without_model_metadata(aws, co
         model = {"agent": "agent-strands", "model_id": MODEL, "region": "us-east-1", "endpoint_url": fake.endpoint_url}
         assert await context_manager.invoke("plain", config={"model": model}) == "Answered."
         assert len(fake.requests) == 1
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+async def test_the_second_run_of_a_session_sends_the_first_runs_turns(context_manager, bedrock):
+    config = {
+        "agent": "agent-strands",
+        "model_id": MODEL,
+        "endpoint_url": bedrock.endpoint_url,
+        "region": "us-east-1",
+        "retry_delay": 0,
+    }
+    bedrock.add_turns(invoke("print(6 * 7)", text="Computing."), {"text": "It is 42."})
+    bedrock.add_turns({"text": "You asked for 6 * 7."})
+    first = {"prompt": "You are a test agent.", "user_message": "What is 6 * 7?", "config": config}
+    assert await context_manager.invoke("agent", first, session="math") == "It is 42."
+    second = {**first, "user_message": "What did I ask?"}
+    assert await context_manager.invoke("agent", second, session="math") == "You asked for 6 * 7."
+    request = bedrock.requests[2]
+    use_id = bedrock.requests[1].messages[1]["content"][1]["toolUse"]["toolUseId"]
+    assert request.messages == [
+        {"role": "user", "content": [{"text": "What is 6 * 7?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"text": "Computing."},
+                {"toolUse": {"toolUseId": use_id, "name": "invoke", "input": {"code": "print(6 * 7)"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": use_id, "content": [{"text": "42"}], "status": "success"}}],
+        },
+        {"role": "assistant", "content": [{"text": "It is 42."}]},
+        {"role": "user", "content": [{"text": "What did I ask?"}]},
+    ]
+    # the report has what the provider measured
+    (run, _) = context_manager.state.runs.list(session="math")
+    (node,) = context_manager.state.runs.agents(run.id)
+    (step,) = node.report["steps"]
+    assert step["finish_reason"] == "end_turn" and step["model_latency_ms"] > 0 and step["usage"]["input_tokens"] > 0
+
+
+def test_a_window_cut_through_tool_pairs_stays_a_valid_conversation():
+    spec = importlib.util.spec_from_file_location(
+        "strands_history", os.path.join(os.path.dirname(__file__), "../../extensions/agent/strands/history.py")
+    )
+    history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(history)
+    call = {"id": "t1", "name": "invoke", "input": {"code": "x"}}
+    window = [
+        {"role": "tool", "tool_call_id": "t0", "text": "orphan result"},  # its call was cut off
+        {"role": "assistant", "text": "", "tool_calls": [call, {"id": "t2", "name": "invoke", "input": {}}]},
+        {"role": "tool", "tool_call_id": "t1", "text": "ok"},  # t2 never answered (crash)
+        {"role": "summary", "text": "earlier"},
+        {"role": "assistant", "text": "   "},  # blank: dropped
+    ]
+    out = history.to_converse(window, "next")
+    assert out == [
+        {"role": "user", "content": [{"text": history.OMITTED}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "invoke", "input": call["input"]}}]},
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}], "status": "success"}},
+                {"text": "[Previous conversation summary: earlier]"},
+                {"text": "next"},
+            ],
+        },
+    ]
+    roles = [m["role"] for m in out]
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))

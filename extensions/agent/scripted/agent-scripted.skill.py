@@ -12,12 +12,18 @@ Each script entry is one model turn::
                                     # this model call fails; the hook decides retry or stop
 
 With ``config.stream: true`` text arrives as ``message`` deltas, as from a streaming
-model. It is a complete provider: tests, docs and demos use it, and the provider
+model. ``messages`` (a session's earlier messages, in the neutral format) come before
+the user's message in the conversation it keeps, and count in its usage estimate; the
+script alone decides what the "model" says. When compaction has the model summarize,
+``model.compaction.model.script`` plays that call (its first turn's text is the answer).
+It is a complete provider: tests, docs and demos use it, and the provider
 conformance suite holds it to the same protocol as a real model.
 """
 
 import asyncio
 import json
+import secrets
+import time
 
 frontmatter = {
     "name": "agent-scripted",
@@ -31,6 +37,7 @@ frontmatter = {
             "hook_ref": {"type": "string", "pattern": "^callback://"},
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
+            "messages": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
@@ -50,16 +57,18 @@ async def main(ctx, args):
     async def hook(event):
         return await ctx.manager.invoke(hook_ref, event) or {}
 
-    conversation = [
-        {"role": "system", "content": args["prompt"]},
-        {"role": "user", "content": args.get("user_message") or "Do the task."},
-    ]
+    conversation = [{"role": "system", "content": args["prompt"]}]
+    conversation += [_from_history(m) for m in args.get("messages") or ()]
+    conversation.append({"role": "user", "content": args.get("user_message") or "Do the task."})
     position, turn, text = 0, 0, ""
+    run = secrets.token_hex(3)  # tool call ids stay unique across the runs of a session
     while True:
         ctx.signal.raise_if_cancelled()
         turn += 1
         await hook({"type": "turn-start", "turn": turn})
+        started = time.perf_counter()
         entry, position = await _model_call(ctx, hook, script, position)
+        latency = round((time.perf_counter() - started) * 1000, 3)
         text = str(entry.get("text") or "")
         if entry.get("reasoning"):
             await hook({"type": "reasoning", "text": str(entry["reasoning"])})
@@ -74,7 +83,7 @@ async def main(ctx, args):
         for index, code in enumerate(codes):
             ctx.signal.raise_if_cancelled()
             call = {"code": code}
-            call_id = f"call-{turn}-{index}"
+            call_id = f"call-{run}-{turn}-{index}"
             directive = await hook({"type": "tool-call", "tool": "invoke", "args": call, "id": call_id})
             if directive.get("deny"):
                 result = {"text": f"Tool call denied: {directive['deny']}", "error": True}
@@ -85,7 +94,8 @@ async def main(ctx, args):
         if config.get("context_edit"):
             await _edit_context(hook, conversation, int(config.get("context_keep", 6)))
         usage = entry.get("usage") or _estimate(conversation, text)
-        directive = await hook({"type": "turn-end", "turn": turn, "result": text, "usage": usage})
+        end = {"type": "turn-end", "turn": turn, "result": text, "usage": usage, "latency_ms": latency}
+        directive = await hook({**end, "stop_reason": "tool_use" if codes else "end_turn"})
         if directive.get("stop"):
             return directive.get("result", text)
         if directive.get("continue"):
@@ -139,6 +149,17 @@ async def _edit_context(hook, conversation, keep):
             message["content"] = f"[elided: {len(message['content'])} characters]"
     if removed:
         await hook({"type": "context-edit", "removed": removed, "kept": keep, "reason": "older tool results elided"})
+
+
+def _from_history(message):
+    """A neutral history message as an entry of the conversation kept here."""
+    role = message.get("role")
+    if role == "assistant":
+        codes = [c.get("input", {}).get("code", "") for c in message.get("tool_calls") or ()]
+        return {"role": "assistant", "content": message.get("text") or "", "calls": codes}
+    if role == "summary":
+        return {"role": "user", "content": f"[Previous conversation summary: {message.get('text') or ''}]"}
+    return {"role": "tool" if role == "tool" else "user", "content": message.get("text") or ""}
 
 
 def _estimate(conversation, text):

@@ -38,6 +38,7 @@ frontmatter = {
             "hook_ref": {"type": "string", "pattern": "^callback://"},
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
+            "messages": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
