@@ -35,7 +35,15 @@ if TYPE_CHECKING:
     from .manager import ContextManager
     from .skill import Skill
 
-__all__ = ["AGENT", "CallNext", "MiddlewareFn", "check_untrusted_middleware", "compose", "expand_agent", "skill_middleware"]
+__all__ = [
+    "AGENT",
+    "CallNext",
+    "MiddlewareFn",
+    "check_untrusted_middleware",
+    "compose",
+    "expand_agent",
+    "skill_middleware",
+]
 
 CallNext = Callable[..., Awaitable[Any]]
 MiddlewareFn = Callable[[Context, CallNext], Awaitable[Any]]

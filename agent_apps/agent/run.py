@@ -166,7 +166,9 @@ class AgentRun:
         self.topic: str | None = args.get("events") or parent_scope.get("events")
         self.provider: str = self.config.get("agent") or "agent-strands"
         if not is_skill_name(self.provider):
-            raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {self.provider!r}")
+            raise ArgsInvalid(
+                ctx.skill.name, "config.agent", f"the provider must be a skill name, not {self.provider!r}"
+            )
         # Nested agents hide the skills their ancestors serve, too (no loops through them).
         inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
         self.exclude: list[str] = [*_EXCLUDED, ctx.skill.name, self.provider, *filter(None, inherited)]

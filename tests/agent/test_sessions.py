@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from agent_apps import ArgsInvalid, LimitExceeded, SkillFailed
+from agent_apps import ArgsInvalid, SkillFailed
 
 pytestmark = pytest.mark.anyio
 
