@@ -127,4 +127,3 @@ class ModelCalls:
             if answer and "response" in answer:
                 event["response"] = answer["response"]
         return {"response": event["response"]} if event.get("response") is not original else {}
-

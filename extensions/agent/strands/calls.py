@@ -142,7 +142,11 @@ def events_of(response: dict[str, Any]) -> list[dict[str, Any]]:
 
     def block(delta: dict[str, Any], start: dict[str, Any] | None = None) -> None:
         chunks.extend(
-            [{"contentBlockStart": {"start": start or {}}}, {"contentBlockDelta": {"delta": delta}}, {"contentBlockStop": {}}]
+            [
+                {"contentBlockStart": {"start": start or {}}},
+                {"contentBlockDelta": {"delta": delta}},
+                {"contentBlockStop": {}},
+            ]
         )
 
     if response.get("reasoning"):
