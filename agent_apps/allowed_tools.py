@@ -146,8 +146,8 @@ def visible_tools(
             continue
         if skill.hidden and skill.name not in named_exact:
             continue
-        if specs and not any(s.matches_name(skill) for s in specs):
-            continue
+        if allowed is not None and not any(s.matches_name(skill) for s in specs):
+            continue  # (an empty allowed-tools allows nothing, as check_call says)
         (middleware if skill.is_middleware else tools).append(skill)
         if skill.name in named_exact:
             named.append(skill)

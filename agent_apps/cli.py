@@ -22,6 +22,12 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
+#: Command groups that live in modules of their own, imported only when used.
+_GROUPS = {
+    "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
+    "runs": ("agent_apps.state.cli", "list and show recorded agent runs"),
+}
+
 
 class UsageError(Exception):
     """A bad command line (exit status 2)."""
@@ -41,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "debug", False):
+        os.environ.setdefault("AGENT_APPS_DEBUG", "1")  # mounted MCP servers' stderr to the terminal
     try:
         return int(args.run(args) or EXIT_OK)
     except KeyboardInterrupt:
@@ -75,6 +83,10 @@ def _parse(
 ) -> argparse.Namespace:
     """Options may come anywhere (``invoke NAME --path DIR key=value``): argparse
     only allows that per subcommand, with ``parse_intermixed_args``."""
+    if argv and argv[0] in _GROUPS:
+        import importlib
+
+        return importlib.import_module(_GROUPS[argv[0]][0]).parse(argv)  # type: ignore[no-any-return]
     sub = commands.get(argv[0]) if argv else None
     if sub is None:
         return parser.parse_args(argv)
@@ -124,14 +136,39 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
-    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}})
+    session = {"session": args.session} if args.session else {}
+    if args.session:
+        from .state import session_id_problem
+
+        problem = session_id_problem(args.session)
+        if problem:
+            raise UsageError(f"--session: {problem}")
+    served: dict[str, Any] = {}
+
+    async def watch(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next()
+        finally:  # the agent that served this call (if one did) left its state here
+            served.update(ctx.locals.get("agent") or {})
+
+    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch], **session)
     _print_result(result, as_json=args.json, out=sys.stdout)
+    status = served.get("status")
+    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
+        print(
+            f"error: {skill.name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
+            f"{_count(served.get('steps') or 0, 'step')}; model.{status} sets the limit); "
+            "the partial result is on stdout",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Exit status 1 when a skill file, a package, an MCP server or the config failed to
-    load: the listing is then incomplete, and scripts and CI should notice."""
+    load: the listing is then incomplete, and scripts and CI should notice. With
+    ``--strict``, warnings about skill files count as failures too."""
     cm = _manager(args)
     catalog = cm.catalog
     errors: list[Exception] = list(cm.errors)
@@ -149,7 +186,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             for entry in catalog.entries
             if args.all or (entry.shadowed_by is None)
         ]
-        json.dump({"skills": entries, "errors": [str(e) for e in errors]}, sys.stdout, indent=2)
+        json.dump(
+            {"skills": entries, "errors": [str(e) for e in errors], "warnings": catalog.warnings},
+            sys.stdout,
+            indent=2,
+        )
         print()
     else:
         rows: list[tuple[str, ...]] = []
@@ -168,8 +209,17 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
         for error in errors:
             print(f"  {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    warnings = catalog.warnings
+    if warnings and args.strict:
+        print(f"\n{_count(len(warnings), 'warning')}, errors with --strict:", file=sys.stderr)
+        for warning in warnings:
+            print(f"  {warning}", file=sys.stderr)
+    elif warnings:
+        print(
+            f"\n{_count(len(warnings), 'warning')} about skill files: 'agent-apps list --strict' shows them",
+            file=sys.stderr,
+        )
+    return EXIT_FAILED if errors or (args.strict and warnings) else EXIT_OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -207,6 +257,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print(f"  middleware: {' '.join(skill.middleware)}", file=out)
     if skill.hidden:
         print("  hidden: yes", file=out)
+    for key in ("license", "compatibility"):
+        if skill.extra.get(key) is not None:
+            print(f"  {key}: {skill.extra[key]}", file=out)
+    for warning in skill.warnings:
+        print(f"  warning: {warning}", file=out)
     if skill.body:
         print("\n" + skill.body, file=out)
     return EXIT_OK
@@ -390,11 +445,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--args", metavar="JSON|@FILE", help="args as a JSON object, or @file.json")
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
     p.set_defaults(run=cmd_invoke)
 
     p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
     p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
     p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument(
+        "--strict", action="store_true", help="warnings (e.g. the Agent Skills rules) are errors: exit 1"
+    )
     p.set_defaults(run=cmd_list)
 
     p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")
@@ -426,6 +485,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
     p.set_defaults(run=cmd_sandbox_build)
+    for name, (_, text) in _GROUPS.items():  # listed in --help; parsed by their own module
+        sub.add_parser(name, help=text, add_help=False)
     return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config")}
 
 

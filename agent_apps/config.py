@@ -23,12 +23,15 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError
 from .skill import Skill
 
-__all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_home"]
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_home", "call_config"]
 
 CONFIG_FILE = "agent-apps.yaml"
 
@@ -41,8 +44,14 @@ DEFAULTS: dict[str, Any] = {
         "persistent": False,
         "context_edit": False,
         "sandbox": {"timeout": 30, "memory_mb": 256, "output_kb": 64},
+        # sessions (docs/sessions.md)
+        "retention": "permanent",
+        "context_window": 200_000,
+        "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
+        # the agent's own middleware, run where "$agent" stands in a middleware list
+        "middleware": ["session"],
     },
-    "middleware": [],
+    "middleware": ["$agent"],
 }
 
 _CONCATENATED = {"middleware"}
@@ -82,6 +91,22 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "sandbox", "max_calls"): _INT,
     ("model", "sandbox", "max_payload_kb"): _INT,
     ("model", "sandbox", "max_recursion"): _INT,
+    ("model", "retention"): _STR,
+    ("model", "context_window"): _INT,
+    ("model", "compaction"): _MAP,
+    ("model", "compaction", "strategy"): _STR,
+    ("model", "compaction", "threshold"): _NUM,
+    ("model", "compaction", "keep"): _NUM,
+    ("model", "compaction", "reserve"): _INT,
+    ("model", "compaction", "stale_turns"): _INT,
+    ("model", "compaction", "window_messages"): _INT,
+    ("model", "compaction", "model"): _MAP,  # model keys for the summarizer's call
+    ("model", "compaction", "model", "*"): _ANY,
+    ("model", "history"): _STR,
+    ("model", "workspace"): _STR,
+    ("model", "middleware"): "a list of strings",
+    ("state",): _MAP,
+    ("state", "path"): _STR,
     ("security",): _MAP,
     ("security", "allowed_paths"): "a list of strings or null",
     ("security", "denied_paths"): "a list of strings",
@@ -234,6 +259,41 @@ def _is(value: Any, expected: str) -> bool:
     if expected == _STR:
         return isinstance(value, str)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def call_config(ctx: Context, top: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The call layers (``invoke(..., config={...})``) of ``ctx`` and its ancestors
+    merged, outermost first, then ``top``: a call's config holds for everything invoked
+    below it, so a job that passes ``{"model": ...}`` or ``{"security": ...}`` reaches
+    the agent and the tools it calls, not only the skill it named.
+
+    ``model`` is the exception: it configures the agent that serves the call, not the
+    agents that agent's code starts in turn (a scripted model or a model id meant for
+    the outer agent would otherwise replace every nested prompt skill's own), so a
+    layer above an enclosing agent run contributes everything but ``model``."""
+    layers = [top] if top else []
+    node: Context | None = ctx
+    inside_agent = False
+    while node is not None:
+        inside_agent = inside_agent or (node is not ctx and node.skill.name == "agent")
+        layer = node.internals.get("config")
+        if layer:
+            layers.append({k: v for k, v in layer.items() if k != "model"} if inside_agent else layer)
+        node = node.parent
+    if not layers:
+        return None
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        _deep_merge(merged, layer)
+    return merged
+
+
+def _deep_merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else copy.deepcopy(value)
 
 
 def agent_apps_home() -> Path:

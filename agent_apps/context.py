@@ -9,6 +9,8 @@ One Context per invocation. Its scopes:
 * ``ctx.internals``: per-invocation flags that never propagate (``untrusted``);
 * ``ctx.signal``: cooperative cancellation; a child signal per invocation, cancelled
   with its parent;
+* ``ctx.run``: the :class:`~agent_apps.run_record.RunRecord` (run id, session, place in
+  the tree of agents), created on first use and inherited;
 * ``ctx.parent``, ``ctx.skill``, ``ctx.target`` (the served invocation, for
   middleware and executors).
 """
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentAppsError, Cancelled
+from .run_record import RunRecord
 
 if TYPE_CHECKING:
     from .events import EventBus, Subscriber
@@ -159,6 +162,7 @@ class Context:
         "target",
         "_next",
         "_owns_signal",
+        "_run",
     )
 
     def __init__(
@@ -188,6 +192,7 @@ class Context:
         self._nonlocals: ChainMap[str, Any] | None = None
         self._manager: Manager | None = None
         self._next: Callable[[dict[str, Any] | None], Awaitable[Any]] | None = None
+        self._run: RunRecord | None = None
 
     @property
     def manager(self) -> Manager:
@@ -209,6 +214,15 @@ class Context:
         if self._nonlocals is None:
             self._nonlocals = self.parent.nonlocals.new_child() if self.parent is not None else ChainMap({})
         return self._nonlocals
+
+    @property
+    def run(self) -> RunRecord:
+        """Where this invocation sits in its run tree: the parent's record, or a new
+        run's at the top (made on first use, so plain invocations mint no id)."""
+        record = self._run
+        if record is None:
+            record = self._run = self.parent.run if self.parent is not None else RunRecord.new()
+        return record
 
     @property
     def events(self) -> EventBus:

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SkillLoadError
-from .skill import Skill
+from .skill import FOLDER_FILES, Skill
 
 __all__ = ["CODE_SUFFIX", "PROMPT_SUFFIX", "load_file", "load_source", "skill_name_for"]
 
 CODE_SUFFIX = ".skill.py"
 PROMPT_SUFFIX = ".skill.md"
-FOLDER_FILE = "SKILL.md"
 _PACKAGE = "_agent_apps_skills"
 
 #: The args of a prompt skill that declares no ``params``: a free-form task.
@@ -46,7 +45,7 @@ def skill_name_for(path: Path) -> str | None:
         return name[: -len(CODE_SUFFIX)]
     if name.endswith(PROMPT_SUFFIX):
         return name[: -len(PROMPT_SUFFIX)]
-    if name == FOLDER_FILE:
+    if name in FOLDER_FILES:
         return path.parent.name
     return None
 
@@ -57,7 +56,7 @@ def load_file(path: Path, *, origin: str, root: str | None = None) -> Skill:
     if default_name is None:
         raise SkillLoadError("not a skill file (expected *.skill.py, *.skill.md or NAME/SKILL.md)", path=str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is tolerated
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillLoadError(f"cannot read: {exc}", path=str(path)) from None
     if path.name.endswith(CODE_SUFFIX):
@@ -258,21 +257,28 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
         raise SkillLoadError("the YAML frontmatter is not closed by a '---' line", path=path, line=1)
     block = "".join(lines[1:end])
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    notes: list[tuple[str, str | None]] = []
     try:
         frontmatter = yaml.load(block, Loader=loader) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         line = mark.line + 2 if mark is not None else 1
-        raise SkillLoadError(f"bad YAML frontmatter: {problem}", path=path, line=line) from None
+        from .agentskills import lenient_yaml
+
+        lenient = lenient_yaml(block, loader)
+        if lenient is None:
+            raise SkillLoadError(f"bad YAML frontmatter: {problem}", path=path, line=line) from None
+        frontmatter, quoted, block = lenient
+        notes.append((f"invalid YAML ({problem}): read with the value of {', '.join(quoted)} quoted", quoted[0]))
     key_lines: dict[str, int] = {}
+    aside: Any = None
     if isinstance(frontmatter, dict):
-        tools = frontmatter.get("allowed-tools")
-        if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
-            frontmatter["allowed-tools"] = " ".join(tools)  # other tools' SKILL.md allow a list
+        aside = _foreign_frontmatter(frontmatter, notes)
         node = yaml.compose(block, Loader=loader)
         if isinstance(node, yaml.MappingNode):
             key_lines = {k.value: k.start_mark.line + 2 for k, _ in node.value if isinstance(k.value, str)}
+    warnings = [f"{path}:{key_lines.get(key, 1) if key else 1}: {message}" for message, key in notes]
     skill = Skill.from_frontmatter(
         frontmatter,
         default_name=default_name,
@@ -284,7 +290,46 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
         root=root,
         lenient_keys=True,
         body="".join(lines[end + 1 :]).strip("\n"),
+        warnings=warnings,
     )
-    if skill.params is None:
+    if aside:  # kept for describe, never read
+        skill.extra["metadata"] = aside
+    if skill.params is None and not skill.is_middleware:  # a middleware's params are its activation's
         skill.params = PROMPT_PARAMS
     return skill
+
+
+def _foreign_frontmatter(frontmatter: dict[str, Any], notes: list[tuple[str, str | None]]) -> Any:
+    """Read what other agent tools write in their own way (see :mod:`.agentskills`):
+    Claude-style ``allowed-tools`` (a string or a list), ``metadata`` values that mean
+    something else there, an empty or non-string description. Returns the metadata set
+    aside; ``notes`` receives ``(message, key)`` for each thing read differently."""
+    from .agentskills import foreign_metadata, translate_allowed_tools
+
+    description = frontmatter.get("description")
+    if description is None:
+        frontmatter.pop("description", None)
+    elif not isinstance(description, str):
+        frontmatter["description"] = str(description)
+    tools = frontmatter.get("allowed-tools")
+    if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
+        tools = " ".join(tools)  # other tools' SKILL.md allow a list
+    if tools is not None:
+        if isinstance(tools, str):
+            tools, tool_notes = translate_allowed_tools(tools)
+            notes += [(note, "allowed-tools") for note in tool_notes]
+        else:
+            notes.append(("allowed-tools must be a string or a list of strings; the skill may call no tools", None))
+            tools = ""
+        frontmatter["allowed-tools"] = tools
+    metadata = frontmatter.get("metadata")
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        notes.append((f"metadata must be a mapping, not {type(metadata).__name__}; ignored", "metadata"))
+        del frontmatter["metadata"]
+        return metadata
+    kept, aside, metadata_notes = foreign_metadata(metadata)
+    frontmatter["metadata"] = kept
+    notes += [(message, "metadata") for message, _ in metadata_notes]
+    return aside

@@ -10,7 +10,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import pipeline
 from .allowed_tools import Visible, visible_tools
@@ -19,16 +19,19 @@ from .context import Context, Signal
 from .errors import AgentAppsError, Cancelled, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
-from .middleware import MiddlewareFn, compose, skill_middleware
+from .middleware import MiddlewareFn, compose, expand_agent, skill_middleware
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
 from .skill import Skill, is_skill_name
 from .validation import check_schemas
 
+if TYPE_CHECKING:
+    from .state import StateStore
+
 __all__ = ["ContextManager"]
 
 CALLBACK_SCHEME = "callback://"
-_PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md")
+_PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "skill.md")
 
 MiddlewareRef = str | tuple[str, dict[str, Any]] | MiddlewareFn
 
@@ -56,6 +59,7 @@ class ContextManager:
         entry_points: bool = True,
         bundled: bool = True,
         max_depth: int = 64,
+        state: str | os.PathLike[str] | StateStore | None = None,
     ) -> None:
         self.id = secrets.token_hex(3)
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
@@ -78,6 +82,7 @@ class ContextManager:
         self._inline: dict[str, Skill] = {}
         self._middleware_fns: dict[Any, MiddlewareFn] = {}
         self._loop_for_threads: asyncio.AbstractEventLoop | None = None
+        self._state: Any = state
 
     # -- the catalog -------------------------------------------------------------------
 
@@ -120,6 +125,19 @@ class ContextManager:
         for root in roots:
             unique.setdefault(root.path, root)
         return list(unique.values())
+
+    @property
+    def state(self) -> StateStore:
+        """The state store (sessions, runs): ``state=`` (a path or ``":memory:"``), else
+        ``AGENT_APPS_STATE``, ``state.path`` from config, ``home/state.db``. The file
+        is opened on first use, so managers that run no agent never touch it."""
+        from .state import StateStore, state_path
+
+        if not isinstance(self._state, StateStore):
+            cascade = self.cascade if self._state is None else None
+            path = self._state if self._state is not None else state_path(cascade, self.home)
+            self._state = StateStore(path)
+        return self._state
 
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
@@ -368,7 +386,10 @@ class ContextManager:
                 refs: list[MiddlewareRef] = [*self._plugin_middleware(), *self._middleware]
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
+                refs = expand_agent(self, skill, refs)
                 fixed = skill._cache["middleware"] = [self._middleware_fn(r, skill) for r in refs]
+        if call_middleware:
+            call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
         chain = fixed + [self._middleware_fn(r) for r in call_middleware or ()]
         if not chain:
             return None

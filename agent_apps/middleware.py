@@ -4,10 +4,18 @@ A middleware is ``async def mw(ctx, call_next)``; it may change args, short-circ
 transform the result and catch errors. Middleware *skills* (``metadata.role:
 middleware``) are adapted to that shape: their ``main(ctx, args)`` gets its own params
 as ``args``, the served invocation as ``ctx.target`` (sharing ``ctx.locals``), and
-continues with ``await ctx.manager.next()``.
+continues with ``await ctx.manager.next()``. A *prompt* skill with that role is an
+agent serving the call (middleware mode, see :mod:`agent_apps.agent.run`): its code
+sees the call as ``target`` and runs it with ``await target.manager.next()``.
 
 Order, outermost first: plugin middleware, config-cascade ``middleware``, the skill's
 frontmatter ``middleware``, then call-time ``invoke(..., middleware=[...])``.
+
+The entry ``$agent`` in any of these lists stands for *the agent being served*: for an
+invocation of the ``agent`` skill (every agent run passes through one) it becomes that
+agent's own middleware, ``model.middleware`` from the cascade of the skill the agent
+serves (by default the bundled ``session``, which stores the run's trace); for every
+other invocation it is nothing. The bundled defaults put it in the global list.
 """
 
 from __future__ import annotations
@@ -17,18 +25,34 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._syntax import parse_call
+from .allowed_tools import check_call
 from .context import Context, Finish
-from .errors import AgentAppsError, MiddlewareError, SkillFailed, SkillLoadError
+from .errors import AgentAppsError, ArgsInvalid, MiddlewareError, SkillFailed, SkillLoadError, ToolNotAllowed
+from .skill import is_skill_name
 from .validation import coerce_params, validate_args
 
 if TYPE_CHECKING:
     from .manager import ContextManager
+    from .skill import Skill
 
-__all__ = ["CallNext", "MiddlewareFn", "compose", "skill_middleware"]
+__all__ = [
+    "AGENT",
+    "CallNext",
+    "MiddlewareFn",
+    "check_untrusted_middleware",
+    "compose",
+    "expand_agent",
+    "skill_middleware",
+]
 
 CallNext = Callable[..., Awaitable[Any]]
 MiddlewareFn = Callable[[Context, CallNext], Awaitable[Any]]
 Terminal = Callable[[Context], Awaitable[Any]]
+
+#: The sentinel entry of middleware lists: the agent being served.
+AGENT = "$agent"
+#: The skill every agent run is an invocation of.
+_AGENT_SKILL = "agent"
 
 
 def compose(middleware: Sequence[MiddlewareFn]) -> Callable[[Context, Terminal], Awaitable[Any]]:
@@ -91,13 +115,31 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
         )
     params = validate_args(skill, raw if raw is not None else coerce_params(skill.params, pairs))
 
+    prompt = skill.kind == "prompt"
+
     async def run_middleware(target: Context, call_next: CallNext) -> Any:
+        if prompt and _made_by(target, skill):
+            return await call_next()  # a middleware agent does not serve its own calls (no loop)
+        # An agent keeps its state (ctx.locals["agent"], its nonlocal scope) to itself:
+        # the served call may run an agent of its own.
         ctx = Context(
-            target._cm, skill, params, target.parent, signal=target.signal, target=target, locals=target.locals
+            target._cm,
+            skill,
+            params,
+            target.parent,
+            signal=target.signal,
+            target=target,
+            locals=None if prompt else target.locals,
         )
-        ctx._nonlocals = target.nonlocals
+        ctx._nonlocals = target.nonlocals.new_child() if prompt else target.nonlocals
         ctx._next = call_next
         try:
+            if prompt:
+                from .pipeline import PROMPT_EXECUTOR
+
+                # What the agent ends with is the call's result, even null (compose
+                # returns a Finish value as is).
+                raise Finish(await cm._invoke(PROMPT_EXECUTOR, {}, ctx, {"target": ctx, "system": True}))
             result = skill.main(ctx, params)
             if inspect.isawaitable(result):
                 result = await result
@@ -113,5 +155,83 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
     return run_middleware
 
 
+def _made_by(target: Context, skill: Skill) -> bool:
+    """Whether ``target`` is a call made, at any depth, by a run of middleware ``skill``."""
+    node = target.parent
+    while node is not None:
+        if node.target is not None and node.skill.name == skill.name and node.skill.is_middleware:
+            return True
+        node = node.parent
+    return False
+
+
+def check_untrusted_middleware(cm: ContextManager, caller: Context, callee: Skill, refs: Sequence[Any]) -> None:
+    """Call-time middleware named by agent code (``invoke(..., middleware=[...])``
+    under the untrusted flag) is checked like the call itself: each entry is a
+    ``name`` or ``name(key=value)`` string naming, by bare name, a middleware skill
+    that is not internal, whose params validate, and that the caller's allowed-tools
+    allow with those params (hidden ones only when named, argument constraints
+    included)."""
+    who = caller.skill.name
+    for index, ref in enumerate(refs):
+        where = f"middleware[{index}]"
+        if not isinstance(ref, str):
+            raise ArgsInvalid(callee.name, where, f"a middleware is named by a string, not {type(ref).__name__}")
+        try:
+            name, pairs = parse_call(ref)
+        except ValueError as exc:
+            raise ArgsInvalid(callee.name, where, f"not 'name' or 'name(key=value)': {exc}") from None
+        if not is_skill_name(name):
+            raise ToolNotAllowed(who, ascii(name), "agent code may only name middleware by bare name ([a-z0-9-]+)")
+        skill = cm.get(name)
+        if "meta-internal" in skill.tags:
+            raise ToolNotAllowed(who, name, "agent code may not use internal skills as middleware")
+        if not skill.is_middleware:
+            raise ArgsInvalid(callee.name, where, f"{name!r} is not a middleware skill (metadata.role: middleware)")
+        check_call(caller.skill, skill, validate_args(skill, coerce_params(skill.params, pairs)))
+
+
 def _name(mw: Callable[..., Any]) -> str:
     return getattr(mw, "__name__", repr(mw))
+
+
+def expand_agent(
+    cm: ContextManager, skill: Skill, refs: list[Any], *, done: Sequence[MiddlewareFn] = ()
+) -> list[Any]:
+    """``refs`` with the first ``$agent`` made the agent middleware (for the ``agent``
+    skill, unless ``done`` has it already) and every other ``$agent`` dropped."""
+    if not any(isinstance(ref, str) and ref == AGENT for ref in refs):
+        return refs
+    wanted = skill.name == _AGENT_SKILL and not any(getattr(fn, "agent_sentinel", False) for fn in done)
+    out = []
+    for ref in refs:
+        if isinstance(ref, str) and ref == AGENT:
+            if wanted:
+                out.append(_agent_middleware(cm))
+                wanted = False
+        else:
+            out.append(ref)
+    return out
+
+
+def _agent_middleware(cm: ContextManager) -> MiddlewareFn:
+    """Runs ``model.middleware`` of the skill the agent serves around the agent run.
+
+    Resolved per served skill (a prompt skill's ``metadata.model.middleware`` applies
+    to its agent) and cached on it; the call's own config never adds middleware.
+    """
+
+    async def agent(ctx: Context, call_next: CallNext) -> Any:
+        served = ctx.target or ctx.parent or ctx
+        cache = served.skill._cache
+        onion: Any = cache.get("agent_middleware")
+        if onion is None:
+            refs = cm.config_for(served.skill).values.get("model", {}).get("middleware") or []
+            fns = [cm._middleware_fn(ref) for ref in refs if ref != AGENT]
+            onion = cache["agent_middleware"] = compose(fns) if fns else False
+        if not onion:
+            return await call_next()
+        return await onion(ctx, lambda _ctx: call_next())
+
+    agent.agent_sentinel = True  # type: ignore[attr-defined]
+    return agent

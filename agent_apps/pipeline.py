@@ -7,7 +7,8 @@
                       bare names
     2. depth          a cycle of skills calling each other stops with LimitExceeded
     3. allowed-tools  the caller's allowed-tools must allow this callee with these args;
-                      agent code may never call internal (meta-internal) skills
+                      agent code may never call internal (meta-internal) skills, and
+                      the call-time middleware it names are checked the same way
     4. args           JSON Schema (Draft 2020-12) validation; schema defaults applied
     5. middleware     the onion: plugin, cascade, frontmatter, then call-time middleware
     6. skill          main(ctx, args), or the executor for a prompt skill
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .allowed_tools import check_call
 from .context import Context, Finish, Signal
 from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
+from .middleware import check_untrusted_middleware
 from .validation import validate_args, validate_result
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
-OPTIONS = frozenset({"middleware", "config", "target", "internals", "nonlocals", "signal", "system"})
+OPTIONS = frozenset({"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session"})
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
 #: of *names* it may call) does not apply to them.
@@ -71,6 +73,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 raise ToolNotAllowed(
                     parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
                 )
+        if parent is not None and options.get("middleware") and parent.internals.get("untrusted"):
+            check_untrusted_middleware(cm, parent, skill, options["middleware"])
         # 4. Args (and the keys of the call's config).
         args = validate_args(skill, args)
         if options.get("config"):
@@ -91,6 +95,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
     )
     if options.get("config"):
         ctx.internals["config"] = options["config"]
+    if options.get("session"):  # the agent this invocation serves continues that session
+        ctx.internals["session"] = options["session"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     try:

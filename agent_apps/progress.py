@@ -106,7 +106,9 @@ class ProgressPrinter:
         tokens = f", {about}{usage.get('input_tokens', 0)} in / {about}{usage.get('output_tokens', 0)} out tokens"
         tokens = (tokens + (" (estimated)" if about else "")) if usage else ""
         counts = f"{_count(e.get('turns'), 'turn')}, {_count(e.get('steps'), 'step')}"
-        self._line(pad, self._style("1;32", f"✓ {e.get('agent')}") + self._style("2", f" ({counts}{tokens})"))
+        stopped = e.get("status") not in (None, "done")  # max_turns, max_steps: partial work
+        head = f"■ {e.get('agent')}: {e.get('message') or e.get('status')}" if stopped else f"✓ {e.get('agent')}"
+        self._line(pad, self._style("1;33" if stopped else "1;32", head) + self._style("2", f" ({counts}{tokens})"))
 
     def _line(self, pad: str, text: str) -> None:
         if self._streaming:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SkillLoadError
-from .loading import CODE_SUFFIX, FOLDER_FILE, PROMPT_SUFFIX, load_file
-from .skill import Skill
+from .loading import CODE_SUFFIX, PROMPT_SUFFIX, load_file
+from .skill import FOLDER_FILES, Skill
 
 __all__ = ["Catalog", "Root", "bundled_roots", "scan"]
 
@@ -70,9 +70,28 @@ class Catalog:
                     catalog.add(item)
         return catalog
 
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings of every skill found (winners and shadowed), each naming a file."""
+        return [warning for entry in self.entries for warning in entry.skill.warnings]
+
     def add(self, skill: Skill) -> None:
-        """Add a skill; if the name is taken it is recorded as shadowed."""
+        """Add a skill; if the name is taken it is recorded as shadowed.
+
+        A tool of a mounted MCP server never takes a name from a skill file (a server
+        ``file`` with a tool ``read`` must not replace the bundled ``file-read``); a
+        name a mounted tool cannot have is a warning on that tool.
+        """
         winner = self.skills.get(skill.name)
+        if winner is not None and winner.mounted and not skill.mounted:
+            self.skills[skill.name] = skill  # the file wins the name back
+            for entry in self.entries:
+                if entry.skill is winner:
+                    entry.shadowed_by = skill
+            _not_mounted(winner, skill)
+            winner = None
+        elif winner is not None and skill.mounted:
+            _not_mounted(skill, winner)
         if winner is None:
             self.skills[skill.name] = skill
         elif winner.root is not None and winner.root == skill.root and skill.path:
@@ -82,6 +101,14 @@ class Catalog:
                                path=skill.path, line=skill.line, skill=skill.name)
             )
         self.entries.append(Entry(skill, winner))
+
+
+def _not_mounted(tool: Skill, winner: Skill) -> None:
+    mcp = tool.metadata.get("mcp") or {}
+    tool.warnings.append(
+        f"{mcp.get('config', 'config')}: MCP server {mcp.get('server')!r}: tool {mcp.get('tool')!r} is not "
+        f"mounted as {tool.name!r}, which {winner.where()} has (give the server another name in mcp_servers)"
+    )
 
 
 def scan(root: Root) -> Iterator[Skill | SkillLoadError]:
@@ -102,13 +129,14 @@ def _skill_files(directory: Path) -> Iterator[Path]:
     except OSError:
         return
     subdirs = []
+    folder_file = next((item.name for f in FOLDER_FILES for item in items if item.name == f), None)
     for item in items:
         name = item.name
         if item.is_dir():
             if not name.startswith(".") and name not in _SKIP_DIRS:
                 subdirs.append(item)
-        elif name.endswith((CODE_SUFFIX, PROMPT_SUFFIX)) or name == FOLDER_FILE:
-            yield Path(item.path)
+        elif name.endswith((CODE_SUFFIX, PROMPT_SUFFIX)) or name == folder_file:
+            yield Path(item.path)  # SKILL.md, else a lowercase skill.md, never both
     for sub in subdirs:
         yield from _skill_files(Path(sub.path))
 

@@ -8,6 +8,7 @@ never executes any of them.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,12 +16,19 @@ from typing import Any, Literal
 
 from .errors import SkillLoadError
 
-__all__ = ["NAME_PATTERN", "Skill", "SkillKind", "check_frontmatter", "is_skill_name"]
+__all__ = ["CATEGORIES", "FOLDER_FILES", "NAME_PATTERN", "Skill", "SkillKind", "check_frontmatter", "is_skill_name"]
 
 #: Skill names, and the only refs agent code may use.
 NAME_PATTERN = re.compile(r"[a-z0-9-]+")
 
 SkillKind = Literal["code", "prompt", "anonymous", "callback"]
+
+#: The file of an Agent Skills folder (``NAME/SKILL.md``; a lowercase ``skill.md`` is
+#: tolerated, as the specification's reference implementation does).
+FOLDER_FILES = ("SKILL.md", "skill.md")
+
+#: The ``metadata.category`` values the permission policy knows (docs/security.md).
+CATEGORIES = ("read", "write", "admin")
 
 # Keys a frontmatter may have, with the type each must be.
 _KEYS: dict[str, tuple[type, ...]] = {
@@ -69,6 +77,9 @@ class Skill:
     key_lines: dict[str, int] = field(default_factory=dict, repr=False)
     #: The search-path root this skill was found under (for the config cascade).
     root: str | None = None
+    #: Problems that do not stop the skill from loading, each ``file:line: message``
+    #: (``agent-apps list`` counts them; ``--strict`` makes them errors).
+    warnings: list[str] = field(default_factory=list)
     _main: Callable[..., Any] | None = field(default=None, repr=False)
     _loader: Callable[[Skill], Callable[..., Any]] | None = field(default=None, repr=False)
     # Per-skill caches owned by the pipeline (validators, middleware chain).
@@ -95,6 +106,19 @@ class Skill:
     def tags(self) -> list[str]:
         tags = self.metadata.get("tags")
         return list(tags) if isinstance(tags, list) else []
+
+    @property
+    def folder(self) -> str | None:
+        """The skill's own folder, for a ``NAME/SKILL.md`` skill (the Agent Skills
+        layout): the agent running the skill may read the files in it."""
+        if self.path and os.path.basename(self.path) in FOLDER_FILES:
+            return os.path.dirname(self.path)
+        return None
+
+    @property
+    def mounted(self) -> bool:
+        """A tool of a mounted MCP server (``origin`` ``mcp:SERVER``)."""
+        return self.origin.startswith("mcp:")
 
     @property
     def main(self) -> Callable[..., Any]:
@@ -136,6 +160,11 @@ class Skill:
             data["middleware"] = list(self.middleware)
         if self.metadata:
             data["metadata"] = self.metadata
+        for key in ("license", "compatibility"):
+            if self.extra.get(key) is not None:
+                data[key] = self.extra[key]
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
         return data
 
     # -- construction --------------------------------------------------------------
@@ -168,6 +197,17 @@ class Skill:
                 path=path or "<anonymous>",
                 line=where_line,
             )
+        warnings = list(fields.pop("warnings", ()))
+        if path and not path.startswith("<"):
+            from .agentskills import spec_warnings
+
+            folder = os.path.basename(os.path.dirname(path)) if os.path.basename(path) in FOLDER_FILES else None
+            problems = spec_warnings(frontmatter, name, folder)
+            category = (frontmatter.get("metadata") or {}).get("category")
+            if category is not None and category not in CATEGORIES:
+                problems.append((f"metadata.category {category!r} is not one of {', '.join(CATEGORIES)}; "
+                                 "the permission policy ignores it", "metadata"))
+            warnings += [f"{path}:{key_lines.get(key, line) if key else line}: {message}" for message, key in problems]
         return cls(
             name=name,
             description=frontmatter.get("description", ""),
@@ -181,6 +221,7 @@ class Skill:
             line=line,
             key_lines=key_lines,
             extra=extra,
+            warnings=warnings,
             **fields,
         )
 

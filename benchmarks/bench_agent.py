@@ -5,7 +5,9 @@
 A turn here is what a real model turn costs us besides the model: the provider loop,
 the hook callbacks (trace, events, directives), the invoke callback, the pipeline
 (anonymous untrusted skill, allowed-tools, validation) and the sandbox run, with one
-guest -> host skill call per turn in the second row.
+guest -> host skill call per turn in the later rows: plain, wrapped in a middleware
+named by the agent's code (host checks and the onion), and served by an agent in
+middleware mode (whose code runs the call with ``target.manager.next()``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ from pathlib import Path
 from agent_apps import ContextManager
 
 NOOP = 'frontmatter = {"params": {"type": "object"}}\nasync def main(ctx, args):\n    return 1\n'
+PASS = """frontmatter = {"metadata": {"role": "middleware"}}
+async def main(ctx, args):
+    return await ctx.manager.next()
+"""
+SERVE = """---
+metadata:
+  role: middleware
+  model: {agent: agent-scripted, script: [{code: "await target.manager.next()"}, {text: done}]}
+---
+Serve.
+"""
 
 
 async def per_turn_ms(cm: ContextManager, turns: list[dict], runs: int = 15) -> float:
@@ -35,6 +48,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "noop.skill.py").write_text(NOOP)
+        (root / "pass.skill.py").write_text(PASS)
+        (root / "serve.skill.md").write_text(SERVE)
         cm = ContextManager([root], cwd=root, env=False, project=False, user=False, entry_points=False)
         cm.events.subscribe("bench", lambda topic, event: None)
         n = 20
@@ -44,12 +59,18 @@ async def main() -> None:
         with_code = await per_turn_ms(cm, code)
         call = [{"code": 'await ctx.manager.invoke("noop")'} for _ in range(n - 1)] + [{"text": "done"}]
         with_call = await per_turn_ms(cm, call)
+        wrapped = [{"code": 'await ctx.manager.invoke("noop", middleware=["pass"])'} for _ in range(n - 1)]
+        with_middleware = await per_turn_ms(cm, [*wrapped, {"text": "done"}])
+        served = [{"code": 'await ctx.manager.invoke("noop", middleware=["serve"])'} for _ in range(n - 1)]
+        with_agent_middleware = await per_turn_ms(cm, [*served, {"text": "done"}], runs=5)
         single = await per_turn_ms(cm, [{"text": "hi"}])
     print(f"{'measure':<46} {'per turn':>10}")
     print(f"{'agent run of 1 text turn (whole run)':<46} {single:>8.2f} ms")
     print(f"{'text-only turn (hooks, trace, events)':<46} {text_only:>8.3f} ms")
     print(f"{'turn with one invoke (code in the sandbox)':<46} {with_code:>8.3f} ms")
     print(f"{'turn with one invoke calling a skill':<46} {with_call:>8.3f} ms")
+    print(f"{'- the call with middleware=[...] from the code':<46} {with_middleware:>8.3f} ms")
+    print(f"{'- the call served by a middleware-mode agent':<46} {with_agent_middleware:>8.3f} ms")
 
 
 if __name__ == "__main__":

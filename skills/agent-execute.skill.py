@@ -20,6 +20,10 @@ async def main(ctx, args):
     message = task.pop("task", None)
     if task:  # declared params beyond a free-form task: hand them over as JSON
         message = (f"{message}\n\n" if message else "") + "Arguments:\n" + json.dumps(task, indent=2)
+    if skill.metadata.get("role") == "middleware" and served.target is not None:
+        # middleware mode: the task is the call it serves (the system prompt shows it)
+        serve = f"Serve the call of {served.target.skill.name}."
+        message = f"{serve}\n\n{message}" if message else serve
     call = {
         "prompt": skill.body or "",
         "user_message": message or "Do the task.",

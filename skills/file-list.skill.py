@@ -47,7 +47,7 @@ frontmatter = {
 
 
 async def main(ctx, args):
-    policy = path_policy(ctx)
+    policy = path_policy(ctx, reading=True)
     root = policy.check("file-list", args["path"])
     if not root.is_dir():
         raise AgentAppsError(f"file-list: {args['path']}: not a directory")

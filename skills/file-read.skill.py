@@ -24,7 +24,7 @@ frontmatter = {
 
 
 async def main(ctx, args):
-    path = path_policy(ctx).check("file-read", args["path"])
+    path = path_policy(ctx, reading=True).check("file-read", args["path"])
     if not path.is_file():
         raise AgentAppsError(f"file-read: {args['path']}: {'is a directory' if path.is_dir() else 'no such file'}")
     limit = int(security_for(ctx)["output_kb"]) * 1024

@@ -4,6 +4,7 @@ import shutil
 
 from agent_apps.tools import PermissionDenied, path_policy, security_for
 from agent_apps.tools.blocklist import blocked
+from agent_apps.tools.commands import check_command
 from agent_apps.tools.subprocess import build_env, run
 
 frontmatter = {
@@ -47,6 +48,7 @@ async def main(ctx, args):
         raise PermissionDenied(
             "shell", f"command refused: {reason}", rule="shell blocklist (defence in depth)", resource=command
         )
+    check_command(ctx, command)
     security = security_for(ctx)
     policy = path_policy(ctx)
     cwd = policy.check("shell", args["cwd"]) if args.get("cwd") else policy.workspace

@@ -12,6 +12,7 @@ def _hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("AGENT_APPS_HOME", str(home / ".agent-apps"))
     monkeypatch.delenv("AGENT_APPS_PATH", raising=False)
+    monkeypatch.delenv("AGENT_APPS_STATE", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 

@@ -29,7 +29,8 @@ def test_layers_in_order_with_sources(tmp_path, monkeypatch):
     (skills / "agent-apps.yaml").write_text("model:\n  temperature: 0.5\n  max_turns: 5\n")
     (sub / "agent-apps.yaml").write_text("model:\n  max_turns: 7\n")
     (sub / "writer.skill.py").write_text(
-        'frontmatter = {"metadata": {"model": {"max_tokens": 100, "max_turns": 9}}}\nasync def main(ctx, args):\n    return ctx.manager.config({"model": {"max_tokens": 5}})\n'
+        'frontmatter = {"metadata": {"model": {"max_tokens": 100, "max_turns": 9}}}\n'
+        'async def main(ctx, args):\n    return ctx.manager.config({"model": {"max_tokens": 5}})\n'
     )
     cm = make(tmp_path, skills)
     resolved = cm.config_for("writer", {"model": {"region": "eu-west-1"}})
@@ -60,7 +61,7 @@ def test_middleware_lists_concatenate(tmp_path, monkeypatch):
     (project / "agent-apps.yaml").write_text("middleware: [timing]\n")
     cm = ContextManager([], cwd=project, env=False, user=False, entry_points=False)
     resolved = cm.config_for(None)
-    assert resolved.values["middleware"] == ["audit", "timing"]
+    assert resolved.values["middleware"] == ["$agent", "audit", "timing"]  # "$agent": the bundled default
     assert " + " in resolved.sources["middleware"]
 
 
@@ -132,7 +133,11 @@ def project_config(tmp_path, name, text):
             3,
             "unknown config key 'mcp_servers.files.comand' (did you mean 'mcp_servers.files.command'?)",
         ),
-        ("zzz: 1\n", 1, "unknown config key 'zzz'; known keys here: audit, mcp_servers, middleware, model, security"),
+        (
+            "zzz: 1\n",
+            1,
+            "unknown config key 'zzz'; known keys here: audit, mcp_servers, middleware, model, security, state",
+        ),
     ],
 )
 def test_unknown_keys_in_the_project_file_name_file_line_and_the_nearest_key(tmp_path, text, line, words):
@@ -173,7 +178,7 @@ def test_unknown_keys_in_pyproject_user_and_directory_files(tmp_path, monkeypatc
     (skills / "team" / "agent-apps.yaml").write_text("middleware: []\nmodel:\n  max_stpes: 3\n")
     (skills / "team" / "x.skill.py").write_text("frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
     cm = make(tmp_path, skills)
-    assert cm.config_for(None).values["middleware"] == []  # the directory file is not in this cascade
+    assert cm.config_for(None).values["middleware"] == ["$agent"]  # the directory file is not in this cascade
     with pytest.raises(ConfigError) as info:
         cm.invoke_sync("x")
     assert (

@@ -91,7 +91,7 @@ def test_prompt_skills_md_and_folder(write_skill, context_manager):
     assert summarize.params["properties"]["task"]["type"] == "string"
     pdf = context_manager.get("pdf-tools")
     assert pdf.extra == {"license": "Apache-2.0"}
-    assert pdf.allowed_tools == "Read Bash"
+    assert pdf.allowed_tools == "file-read shell"  # Claude-style names, read as agent-apps skills
     assert pdf.body.startswith("# PDF tools")
 
 

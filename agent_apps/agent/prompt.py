@@ -45,6 +45,25 @@ You have one tool, `invoke`. Its `code` argument is Python that runs in a sandbo
   an exception comes back with its traceback, so you can fix the code and retry.
 """
 
+_SERVING = """\
+## The call you serve
+
+You are middleware: you wrap one call of the skill `{name}`{description}. In your code
+`target` is that call: `target.skill` is its name and `target.args` its args (a dict),
+now:
+
+{args}
+
+- `result = await target.manager.next()` runs the call and returns its result
+  (`ctx.manager.next()` is the same). To change its args first:
+  `result = await target.manager.next({{**target.args, "key": "value"}})`.
+  Call it at most once.
+- `ctx.manager.finish(value)` makes `value` the call's result: to change the result
+  after running it, or to answer without running it.
+- If you run the call and do not finish, its own result is returned unchanged; if you
+  never run it, your final answer is its result.
+"""
+
 _CAP = 12_000  # characters of a run result sent back to the model
 
 
@@ -55,12 +74,23 @@ def system_prompt(
     returns: Any = None,
     memory_keys: Sequence[str] = (),
     skill_dir: str | None = None,
+    serving: tuple[Skill, Any] | None = None,
 ) -> str:
-    """The agent's system prompt: the caller's prompt, then how to act and what to call."""
+    """The agent's system prompt: the caller's prompt, then how to act and what to call;
+    ``serving`` (skill, args) is the call a middleware-mode agent serves."""
     memory_note = f" (it starts with: {', '.join(sorted(memory_keys))})" if memory_keys else ""
     parts = [prompt.strip(), _HOW_TO.format(memory_note=memory_note)]
+    if serving is not None:
+        skill, args = serving
+        first = skill.description.strip().splitlines()[0] if skill.description.strip() else ""
+        parts.append(
+            _SERVING.format(name=skill.name, description=f" ({first})" if first else "", args=cap(_json(args)))
+        )
     if skill_dir:
-        parts.append(f"This skill's own files are in `{skill_dir}`.\n")
+        parts.append(
+            f"This skill's own files are in `{skill_dir}`: paths in the instructions above are relative to it. "
+            "Read them with `file-read` and `file-list` using absolute paths (the folder is read only).\n"
+        )
     if visible.mode == "constrained":
         parts.append("## Skills you can call\n\n" + _docs(visible.tools))
     else:

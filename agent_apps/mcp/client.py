@@ -30,14 +30,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
 from ..skill import Skill
@@ -45,10 +48,12 @@ from ..skill import Skill
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MCPServerError", "ServerConnection", "close_servers", "mcp_skills", "skill_name"]
+__all__ = ["MCPServerError", "ServerConnection", "UnsetVariable", "close_servers", "mcp_skills", "skill_name"]
 
 
 DEFAULT_STARTUP_TIMEOUT = 30.0
+#: A server's stderr log is rotated (to ``.log.1``) past this size.
+LOG_LIMIT = 1 << 20
 
 
 class MCPServerError(SkillFailed):
@@ -98,9 +103,21 @@ def _get_runtime() -> _Runtime:
         return _runtime
 
 
+#: How long exiting waits for mounted servers to stop (the SDK closes a stdio server's
+#: stdin, waits 2 s, then sends SIGTERM and SIGKILL to its process group).
+EXIT_TIMEOUT = 10.0
+
+
 def _close_everything() -> None:
-    for conn in list(_connections):
-        conn.close(timeout=5)
+    """At exit: stop every connection, and wait until their processes are gone, so no
+    mounted server outlives agent-apps (a stdio server runs in its own session, out of
+    reach of the terminal's signals)."""
+    connections = list(_connections)
+    for conn in connections:
+        conn.close(timeout=0)
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for conn in connections:
+        conn.wait_stopped(max(0.0, deadline - time.monotonic()))
 
 
 # -- one connection -----------------------------------------------------------------------
@@ -109,9 +126,11 @@ def _close_everything() -> None:
 class ServerConnection:
     """One configured MCP server: connect, list tools, call tools, close."""
 
-    def __init__(self, name: str, spec: Mapping[str, Any]) -> None:
+    def __init__(self, name: str, spec: Mapping[str, Any], *, log_dir: Path | None = None) -> None:
         self.name = name
         self.spec = dict(spec)
+        #: Where a stdio server's stderr goes (``AGENT_APPS_DEBUG=1``: the terminal).
+        self.log_path: Path | None = log_dir / f"mcp-{_norm(name)}.log" if log_dir is not None else None
         self.startup_timeout = float(spec.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
         timeout = spec.get("timeout")
         self.call_timeout: float | None = float(timeout) if timeout else None
@@ -120,6 +139,8 @@ class ServerConnection:
         self._client: Any = None
         self._closing: asyncio.Event | None = None
         self._task: concurrent.futures.Future[Any] | None = None
+        self._stopped: threading.Event | None = None
+        self._log_start = 0
         self._lock = threading.Lock()
         _connections.add(self)
 
@@ -130,7 +151,8 @@ class ServerConnection:
         with self._lock:
             runtime = _get_runtime()
             ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
-            self._task = runtime.submit(self._run(ready))
+            self._closing, self._stopped = asyncio.Event(), threading.Event()
+            self._task = runtime.submit(self._run(ready, self._closing, self._stopped))
             return ready
 
     def connect(self) -> list[Any]:
@@ -146,35 +168,42 @@ class ServerConnection:
             self.error = None
             return self.tools
         except concurrent.futures.TimeoutError:
-            self.close(timeout=1)
+            self.close(timeout=0)  # stopped in the background; exiting waits for it
             self.error = f"no answer within {self.startup_timeout:g} s (startup_timeout)"
         except BaseException as exc:
             self.error = _describe(exc)
-        raise MCPServerError(self.name, f"MCP server {self.name!r} failed to start: {self.error}")
+        raise MCPServerError(self.name, f"MCP server {self.name!r} failed to start: {self.error}{self._stderr_note()}")
 
     def close(self, timeout: float = 5) -> None:
-        """Disconnect (stops a stdio server's process). Safe to call twice."""
+        """Disconnect and stop a stdio server's process (waiting up to ``timeout``
+        seconds for it to be gone). Safe to call twice."""
         task, closing, runtime = self._task, self._closing, _runtime
-        if task is None or runtime is None or task.done():
+        if task is None or runtime is None:
             return
         if closing is not None:
             runtime.loop.call_soon_threadsafe(closing.set)
-        try:
-            task.result(timeout=timeout)
-        except BaseException:
-            task.cancel()
+        if self._client is None:
+            task.cancel()  # still connecting: the transport's shutdown stops the process
+        self.wait_stopped(timeout)
 
-    async def _run(self, ready: concurrent.futures.Future[list[Any]]) -> None:
+    def wait_stopped(self, timeout: float) -> bool:
+        """Wait until the connection (and a stdio server's process) has ended."""
+        stopped = self._stopped
+        return stopped is None or stopped.wait(timeout)
+
+    async def _run(
+        self, ready: concurrent.futures.Future[list[Any]], closing: asyncio.Event, stopped: threading.Event
+    ) -> None:
         from mcp import Client
 
-        self._closing = asyncio.Event()
+        stderr = self._stderr() if self.spec.get("command") else sys.stderr
         try:
-            async with _transport(self.spec) as transport:
+            async with _transport(self.spec, stderr) as transport:
                 async with Client(transport, mode=self.spec.get("mode") or "auto") as client:
                     tools = await _list_all_tools(client)
                     self._client = client
                     ready.set_result(tools)
-                    await self._closing.wait()
+                    await closing.wait()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -184,6 +213,39 @@ class ServerConnection:
                 raise
         finally:
             self._client = None
+            if stderr is not sys.stderr:
+                stderr.close()
+            stopped.set()
+
+    # -- the server's stderr ---------------------------------------------------------------
+
+    def _stderr(self) -> TextIO:
+        """Where a stdio server's stderr goes: its log file (so that a chatty server does
+        not flood the command line's output), or the terminal with ``AGENT_APPS_DEBUG``."""
+        if self.log_path is None or os.environ.get("AGENT_APPS_DEBUG"):
+            return sys.stderr
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if self.log_path.stat().st_size > LOG_LIMIT:
+                self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
+        log = self.log_path.open("a", encoding="utf-8")
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.spec.get('command')}\n")
+        log.flush()
+        self._log_start = log.tell()
+        return log
+
+    def _stderr_note(self) -> str:
+        """The server's last words, for a failure message."""
+        if self.log_path is None or os.environ.get("AGENT_APPS_DEBUG") or "command" not in self.spec:
+            return ""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self._log_start)
+                lines = fh.read(65536).decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            lines = []
+        last = f"; its stderr ends: {lines[-1][-200:]!r}" if lines else ""
+        return f"{last} (log: {self.log_path})"
 
     # -- calls (async, any event loop) ---------------------------------------------------------
 
@@ -260,23 +322,49 @@ def _describe(exc: BaseException) -> str:
 PYTHON_VAR = "${AGENT_APPS_PYTHON}"
 
 
-def _expand(value: Any) -> Any:
+class UnsetVariable(ValueError):
+    """A ``${VAR}`` in a server's config names a variable that is not set."""
+
+
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _expand(value: Any, where: str = "") -> Any:
+    """``${VAR}`` (and ``$VAR``) from the environment, in strings, lists and mappings.
+
+    ``${VAR}`` must be set (``${VAR:-default}`` gives a default), else
+    :class:`UnsetVariable` names it; an unset ``$VAR`` stays as written.
+    ``${AGENT_APPS_PYTHON}`` is always set: :data:`PYTHON_VAR`.
+    """
     if isinstance(value, str):
-        return os.path.expandvars(value.replace(PYTHON_VAR, sys.executable))
+        value = value.replace(PYTHON_VAR, sys.executable)
+
+        def substitute(match: re.Match[str]) -> str:
+            braced, default, bare = match.groups()
+            found = os.environ.get(braced or bare)
+            if braced and not found and default is not None:
+                return default
+            if found is None:
+                if bare:
+                    return match[0]
+                raise UnsetVariable(f"environment variable {braced} is not set (${{{braced}}} in {where or 'config'})")
+            return found
+
+        return _VARIABLE.sub(substitute, value)
     if isinstance(value, list):
-        return [_expand(v) for v in value]
+        return [_expand(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {str(k): _expand(v) for k, v in value.items()}
+        return {str(k): _expand(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     return value
 
 
 class _transport:
     """The transport for a server spec: stdio for ``command``, HTTP for ``url``."""
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: Mapping[str, Any], stderr: TextIO) -> None:
         self.spec = _expand(dict(spec))
+        self._stderr = stderr
         self._http: Any = None
-        self._cm: Any = None
 
     async def __aenter__(self) -> Any:
         spec = self.spec
@@ -287,18 +375,20 @@ class _transport:
             self._http = create_mcp_http_client(headers={k: str(v) for k, v in (spec.get("headers") or {}).items()})
             return streamable_http_client(spec["url"], http_client=self._http)
         from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
 
         # Marked, so that an agent-apps started here does not mount servers in turn:
         # a config that mounts `agent-apps mcp` would otherwise start copies forever.
         from .plugin import MOUNTED_ENV
 
         env = {**{k: str(v) for k, v in (spec.get("env") or {}).items()}, MOUNTED_ENV: "1"}
-        return StdioServerParameters(
+        params = StdioServerParameters(
             command=str(spec["command"]),
             args=[str(a) for a in spec.get("args") or []],
             env=env,
             cwd=spec.get("cwd"),
         )
+        return stdio_client(params, errlog=self._stderr)
 
     async def __aexit__(self, *exc: Any) -> None:
         if self._http is not None:
@@ -388,12 +478,17 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
                 path=where(name),
             )
             continue
+        try:
+            _expand(dict(spec))
+        except UnsetVariable as exc:
+            yield SkillLoadError(f"MCP server {name!r}: {exc}", path=where(name))
+            continue
         conn = registry.get(name)
         if conn is not None and conn.spec != dict(spec):
             conn.close()
             conn = None
         if conn is None:
-            conn = registry[name] = ServerConnection(name, spec)
+            conn = registry[name] = ServerConnection(name, spec, log_dir=manager.home / "logs")
         pending[name] = (conn, conn.start() if conn.tools is None else None)
     for name, (conn, ready) in pending.items():
         if ready is not None:
@@ -404,14 +499,22 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
                 # skill: the names its tools would have had, so that invoking one says why it is missing
                 yield SkillLoadError(exc.reason, path=where(name), skill=f"{_norm(name)}-*")
                 continue
+        taken: dict[str, str] = {}
         for tool in conn.tools or ():
-            yield _tool_skill(conn, tool)
+            yield _tool_skill(conn, tool, where(name), taken)
 
 
-def _tool_skill(conn: ServerConnection, tool: Any) -> Skill:
-    name = skill_name(conn.name, tool.name)
+def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str, str]) -> Skill:
+    """The skill of one tool. Two tools whose names normalize alike (``read_file``,
+    ``readFile``) never collapse into one skill: the later one gets a numbered name."""
+    name = base = skill_name(conn.name, tool.name)
+    number = 1
+    while name in taken:
+        number += 1
+        name = f"{base}-{number}"
+    taken[name] = tool.name
     params = dict(tool.input_schema or {"type": "object", "properties": {}})
-    metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name}}
+    metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name, "config": config}}
     if tool.output_schema:
         from .server import WRAPPED
 
@@ -422,6 +525,12 @@ def _tool_skill(conn: ServerConnection, tool: Any) -> Skill:
     async def main(ctx: Any, args: dict[str, Any]) -> Any:
         return await conn.call(tool.name, args, name)
 
+    warnings = []
+    if name != base:
+        warnings.append(
+            f"{config}: MCP server {conn.name!r}: tools {taken[base]!r} and {tool.name!r} both become {base!r}; "
+            f"{tool.name!r} is mounted as {name!r}"
+        )
     return Skill(
         name=name,
         description=tool.description or f"Tool {tool.name!r} of MCP server {conn.name!r}.",
@@ -429,6 +538,7 @@ def _tool_skill(conn: ServerConnection, tool: Any) -> Skill:
         metadata=metadata,
         kind="code",
         origin=f"mcp:{conn.name}",
+        warnings=warnings,
         _main=main,
     )
 

@@ -41,6 +41,7 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..allowed_tools import visible_tools
 from ..context import Context, Signal
 from ..errors import AgentAppsError
 from ..skill import Skill
@@ -68,7 +69,7 @@ EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}}
 #: Result metadata marking structured content wrapped as ``{"result": value}``.
 WRAPPED = "agent-apps/wrapped"
 _WRAP_NOTE = 'The skill\'s result, wrapped as {"result": value} because MCP structured content is a JSON object.'
-_WATCHED_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "agent-apps.yaml")
+_WATCHED_SUFFIXES = (".skill.py", "skill.md", "SKILL.md", "agent-apps.yaml")
 _SKIP_DIRS = {"__pycache__", "node_modules"}
 _MESSAGE_LIMIT = 500
 
@@ -176,7 +177,8 @@ def event_message(event: dict[str, Any]) -> str:
         message = error.get("message") if isinstance(error, dict) else error
         return f"{who} error: {_clip(message)}"
     if kind == "agent-complete":
-        return f"{who}: complete after {event.get('turns')} turn(s), {event.get('steps')} code run(s)"
+        done = "complete" if event.get("status") in (None, "done") else str(event.get("message") or event.get("status"))
+        return f"{who}: {done} after {event.get('turns')} turn(s), {event.get('steps')} code run(s)"
     return _clip(json.dumps({k: v for k, v in event.items() if k != "timestamp"}, default=str))
 
 
@@ -212,21 +214,25 @@ class SkillServer:
         self._suspended: dict[str, _Run] = {}
         from .. import __version__
 
-        self.server: Server[Any] = Server(
+        # Only the catalog server watches the search path and tells clients about new
+        # tools; an endpoint of fixed refs never does, so it does not say it would.
+        watched = refs is None
+        self.server: Server[Any] = _Server(
             name,
+            tools_changed=watched,
             version=__version__,
             instructions="Skills of agent-apps. Agent skills report their progress (turns, code, results) "
             "as progress notifications.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            on_subscriptions_listen=self.listen,
+            on_subscriptions_listen=self.listen if watched else None,
         )
         self.server.middleware.append(self._track_sessions)
 
     # -- options -------------------------------------------------------------------
 
     def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+        return self.server.create_initialization_options()
 
     # -- tools -----------------------------------------------------------------------
 
@@ -249,10 +255,8 @@ class SkillServer:
             if ref is None:
                 raise AgentAppsError(f"unknown tool {name!r}: this endpoint serves {', '.join(self.refs) or 'nothing'}")
             return ref, self.cm._resolve(ref, None)
-        visible = {s.name: s for s in self.cm.visible_tools(None).tools}
-        skill = visible.get(name)
-        if skill is None:
-            self.cm.get(name)  # SkillNotFound with suggestions
+        skill = self.cm.get(name)  # SkillNotFound with suggestions
+        if not visible_tools([skill], None).tools:  # one skill: no list of all per call
             raise AgentAppsError(f"{name!r} is not served over MCP (hidden or internal)", skill=name)
         return name, skill
 
@@ -381,6 +385,25 @@ class SkillServer:
                 snapshot = await self.check_for_changes(snapshot)
             except Exception:
                 log.warning("watching the search path failed", exc_info=True)
+
+
+class _Server(Server[Any]):
+    """The SDK's low-level server, declaring ``tools.listChanged`` as it is: every
+    transport (stdio, and each streamable-HTTP session, which builds its options
+    without arguments) asks :meth:`create_initialization_options`."""
+
+    def __init__(self, name: str, *, tools_changed: bool, **options: Any) -> None:
+        super().__init__(name, **options)
+        self._tools_changed = tools_changed
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        options = notification_options or NotificationOptions(tools_changed=self._tools_changed)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
 class _Run:
@@ -576,15 +599,33 @@ class _QuietUvicorn:
         return Server(config)
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket whose connections send without delay.
+
+    Created with ``IPPROTO_TCP`` explicitly: asyncio sets ``TCP_NODELAY`` on accepted
+    connections only when the socket says it is TCP (``proto`` 0 does not), and without
+    it Nagle's algorithm and delayed ACKs hold each part of a streamed (SSE) response
+    for ~40 ms. The listening socket has the option too (accepted sockets inherit it on
+    Linux and the BSDs).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
 @contextlib.asynccontextmanager
 async def _uvicorn(app: Any, host: str, port: int) -> AsyncIterator[str]:
     """Run ``app`` on ``host:port`` (port 0: any free port) in a task; yields the base URL."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
+    sock = listening_socket(host, port)
     actual = sock.getsockname()[1]
     server = _QuietUvicorn.make(app, host, actual)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
@@ -655,12 +696,17 @@ class BearerGuard:
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
+
+    def authorized(self, header: bytes) -> bool:
+        """``Bearer TOKEN``, the scheme in any case (RFC 9110: schemes are case-insensitive)."""
+        scheme, _, credentials = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(b" "), self._expected)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            if not self.authorized(given):
                 body = b'{"error": "unauthorized: this endpoint needs its per-run bearer token"}'
                 await send(
                     {

@@ -34,7 +34,7 @@ from wasmtime.component import Variant
 
 from . import _engine
 from ._limits import SandboxLimits
-from ._refs import ref_refusal
+from ._refs import options_refusal, ref_refusal
 
 NO_TIMER = 4294967295
 WARM_UP_CODE = """\
@@ -51,7 +51,9 @@ memory
 #: this long to unwind and report before the epoch callback traps it.
 STOP_GRACE = 0.5
 MAX_ERROR_MESSAGE = 8 * 1024
-CallHost = Callable[[str, "dict[str, Any] | None"], Awaitable[Any]]
+#: ``call_host(name, args)``, or ``call_host(name, args, **options)`` for a call that
+#: carries options (``middleware=[...]``, ``next=True``; see ``_refs.options_refusal``).
+CallHost = Callable[..., Awaitable[Any]]
 
 _live_cores: weakref.WeakSet[Core] = weakref.WeakSet()
 _abandoned: weakref.WeakSet[Core] = weakref.WeakSet()  # stuck workers, for diagnostics
@@ -82,6 +84,7 @@ class Core:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.call_host: CallHost | None = None
         self.caller_name = "agent code"
+        self.target_json: str | None = None  # the served call, in middleware mode
         # per-run state
         self._cv = threading.Condition()
         self._completed: list[str] = []
@@ -326,7 +329,8 @@ class Core:
             f'"payload":{lim.max_payload_kb * 1024}}}'
         )
         if memory:
-            return '{"limits":' + limits + ',"memory":' + self.memory_json + "}"
+            target = "" if self.target_json is None else ',"target":' + self.target_json
+            return '{"limits":' + limits + ',"memory":' + self.memory_json + target + "}"
         return '{"limits":' + limits + "}"
 
     def _parse_envelope(self, raw: str) -> dict[str, Any]:
@@ -368,7 +372,7 @@ class Core:
         lim = self.limits
         max_payload = lim.max_payload_kb * 1024
         immediate: list[str] = []
-        starts: list[tuple[int, str, Any]] = []
+        starts: list[tuple[int, str, Any, Any]] = []
         try:
             req = json.loads(batch)
             calls = req["calls"]
@@ -380,11 +384,12 @@ class Core:
         big = len(batch) > max_payload
         for item in calls:
             if (
-                not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], int)
+                not isinstance(item, list) or len(item) not in (3, 4) or not isinstance(item[0], int)
                 or isinstance(item[0], bool)
             ):
                 return Variant("err", "SandboxError: malformed call in a request from the sandbox runtime")
-            call_id, name, args = item
+            call_id, name, args = item[:3]
+            options = item[3] if len(item) == 4 else None
             self._calls += 1
             if self._calls > lim.max_calls:
                 immediate.append(_err_entry(
@@ -400,6 +405,10 @@ class Core:
             if args is not None and not isinstance(args, dict):
                 immediate.append(_err_entry(call_id, "ArgsInvalid", f"args of {name!r} must be a JSON object or null"))
                 continue
+            problem = options_refusal(options) if options is not None else None
+            if problem is not None:
+                immediate.append(_err_entry(call_id, problem[0], f"{self.caller_name} calling {name!r}: {problem[1]}"))
+                continue
             if big:
                 size = len(json.dumps(args))
                 if size > max_payload:
@@ -408,12 +417,12 @@ class Core:
                         f"args of {name!r} are too large: {size // 1024} KB > {lim.max_payload_kb} KB (max_payload_kb)",
                     ))
                     continue
-            starts.append((call_id, name, args))
+            starts.append((call_id, name, args, options))
         cancel_ids = [c for c in cancels if isinstance(c, int)]
         if starts or cancel_ids:
             loop = self.loop
             if loop is None or loop.is_closed():
-                for call_id, _name, _ in starts:
+                for call_id, *_ in starts:
                     immediate.append(_err_entry(call_id, "SandboxError", "the sandbox's event loop is gone"))
             else:
                 loop.call_soon_threadsafe(self._start_calls, self._run_token, starts, cancel_ids)
@@ -440,23 +449,23 @@ class Core:
 
     # -- host calls (event loop thread) ----------------------------------------------------
 
-    def _start_calls(self, token: int, starts: list[tuple[int, str, Any]], cancels: list[int]) -> None:
+    def _start_calls(self, token: int, starts: list[tuple[int, str, Any, Any]], cancels: list[int]) -> None:
         if token != self._run_token:
             return  # the run that issued these calls is over
-        for call_id, name, args in starts:
-            self._tasks[call_id] = asyncio.ensure_future(self._one_call(token, call_id, name, args))
+        for call_id, name, args, options in starts:
+            self._tasks[call_id] = asyncio.ensure_future(self._one_call(token, call_id, name, args, options))
         for call_id in cancels:
             task = self._tasks.get(call_id)
             if task is not None:
                 self._ours_cancelled.add(call_id)
                 task.cancel()
 
-    async def _one_call(self, token: int, call_id: int, name: str, args: Any) -> None:
+    async def _one_call(self, token: int, call_id: int, name: str, args: Any, options: Any = None) -> None:
         entry: str | None
         try:
             if self.call_host is None:
                 raise _NoHost("this sandbox has no host functions (no call_host was given)")
-            result = self.call_host(name, args)
+            result = self.call_host(name, args, **options) if options else self.call_host(name, args)
             if inspect.isawaitable(result):
                 result = await result
             try:

@@ -12,7 +12,11 @@ Usage::
 that performs ONE call on behalf of the guest and returns a JSON-serializable
 result or raises; the exception's class name and message reach the guest as an
 exception of that name (a subclass of ``HostError``). Names that are not bare
-skill names are refused before ``call_host`` is called.
+skill names are refused before ``call_host`` is called. A call that carries
+options gets them as keywords: ``call_host(name, args, middleware=[...])`` for
+``ctx.manager.invoke(name, args, middleware=[...])``, and ``call_host(name, args,
+next=True)`` for ``ctx.manager.next(args)`` when a ``target`` was given (the call
+an agent serves as middleware: ``{"skill": name, "args": {...}}``).
 """
 
 from __future__ import annotations
@@ -37,13 +41,14 @@ class Sandbox:
 
     def __init__(self, core: Core, *, memory: Mapping[str, Any] | None = None,
                  limits: SandboxLimits | None = None, call_host: CallHost | None = None,
-                 caller_name: str = "agent code") -> None:
+                 caller_name: str = "agent code", target: Mapping[str, Any] | None = None) -> None:
         """Wrap a ready ``Core``; use ``await Sandbox.start(...)`` or a pool instead."""
         self._core = core
         self._lock = asyncio.Lock()
         self._memory_cache: tuple[str, Any] | None = None
         core.call_host = call_host
         core.caller_name = caller_name
+        core.target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
         self.limits = limits or SandboxLimits()
         core.limits = self.limits
         if memory is not None:
@@ -58,12 +63,13 @@ class Sandbox:
 
     @classmethod
     async def start(cls, memory: Mapping[str, Any] | None = None, limits: SandboxLimits | None = None,
-                    call_host: CallHost | None = None, *, caller_name: str = "agent code") -> Sandbox:
+                    call_host: CallHost | None = None, *, caller_name: str = "agent code",
+                    target: Mapping[str, Any] | None = None) -> Sandbox:
         """Start a new sandbox (about 1-3 ms with the component cached; the very
         first use in a process also loads the compiled component, and the first
         use on a machine builds it, ~20 s, with a message on stderr)."""
         core = await new_core()
-        return cls(core, memory=memory, limits=limits, call_host=call_host, caller_name=caller_name)
+        return cls(core, memory=memory, limits=limits, call_host=call_host, caller_name=caller_name, target=target)
 
     # -- running code ---------------------------------------------------------------------
 
@@ -127,6 +133,7 @@ class Sandbox:
         new.call_host = old.call_host
         new.caller_name = old.caller_name
         new.limits = old.limits
+        new.target_json = old.target_json
         new.memory_json = old.memory_json
         new.pending_setup = new.setup_json(memory=True)
         self._core = new

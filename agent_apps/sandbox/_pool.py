@@ -81,8 +81,10 @@ class SandboxPool:
             await asyncio.sleep(0.005)
 
     async def acquire(self, memory: Mapping[str, Any] | None = None, limits: SandboxLimits | None = None,
-                      call_host: CallHost | None = None, *, caller_name: str = "agent code") -> Sandbox:
-        """A ready sandbox with this memory seed, limits and host function."""
+                      call_host: CallHost | None = None, *, caller_name: str = "agent code",
+                      target: Mapping[str, Any] | None = None) -> Sandbox:
+        """A ready sandbox with this memory seed, limits, host function and (for an
+        agent serving as middleware) ``target``, the call it serves."""
         if self._closed:
             raise RuntimeError("the sandbox pool is closed")
         try:
@@ -97,7 +99,7 @@ class SandboxPool:
             # compete with the first run of the sandbox just handed out.
             asyncio.get_running_loop().call_later(REFILL_DELAY, self._refill)
         return Sandbox(core, memory=memory, limits=limits or self.limits, call_host=call_host,
-                       caller_name=caller_name)
+                       caller_name=caller_name, target=target)
 
     async def close(self) -> None:
         with self._lock:

@@ -45,3 +45,39 @@ def ref_refusal(ref: object) -> str | None:
         f"{what}; agent code may only invoke skills by bare name "
         "(lower-case letters, digits and single hyphens, like 'file-read')"
     )
+
+
+#: Call options agent code may send with a call (the optional 4th element of a call
+#: entry): ``middleware`` (a list of ``name`` / ``name(key=value)`` strings) and
+#: ``next`` (true: advance the call the agent serves in middleware mode).
+MAX_MIDDLEWARE = 16
+MAX_MIDDLEWARE_REF = 1024
+
+
+def options_refusal(options: object) -> tuple[str, str] | None:
+    """``(error type, why)`` when a call's options are malformed, else None.
+
+    Only the shape is checked here, and that the middleware are named by bare name
+    (the rule for every ref agent code sends); the pipeline then checks that the
+    caller may use each middleware and validates its params."""
+    if not isinstance(options, dict):
+        return "ArgsInvalid", "call options must be a JSON object"
+    unknown = sorted(set(options) - {"middleware", "next"})
+    if unknown:
+        return "ArgsInvalid", f"unknown call option(s) {', '.join(map(repr, unknown))[:200]} (known: middleware)"
+    if "next" in options:
+        if options["next"] is not True or len(options) != 1:
+            return "ArgsInvalid", "the 'next' option is true and comes alone"
+        return None
+    middleware = options.get("middleware")
+    if not isinstance(middleware, list) or not all(isinstance(m, str) for m in middleware):
+        return "ArgsInvalid", "middleware must be a list of strings like 'name' or 'name(key=value)'"
+    if len(middleware) > MAX_MIDDLEWARE:
+        return "LimitExceeded", f"at most {MAX_MIDDLEWARE} middleware per call, not {len(middleware)}"
+    for ref in middleware:
+        if len(ref) > MAX_MIDDLEWARE_REF:
+            return "ArgsInvalid", f"a middleware ref is longer than {MAX_MIDDLEWARE_REF} characters"
+        refusal = ref_refusal(ref.split("(", 1)[0].strip())
+        if refusal is not None:
+            return "ToolNotAllowed", f"middleware {refusal}"
+    return None

@@ -230,10 +230,16 @@ class ProviderSuite:
         assert len(self.types(events, "turn-start")) == 4
 
     @_run
-    async def test_the_turn_cap_holds(self, manager, harness):
-        turns = [{"code": f"print({i})"} for i in range(6)]
-        with pytest.raises(LimitExceeded, match=r"turn limit \(2\)"):
-            await self.agent(manager, harness, turns, config={"max_turns": 2})
+    async def test_the_turn_cap_holds(self, manager, harness, events):
+        # the run stops with the terminal message after the model's last text, not an error
+        turns = [{"text": f"Step {i}.", "code": f"print({i})"} for i in range(6)]
+        result = await self.agent(manager, harness, turns, config={"max_turns": 2})
+        assert result == "Step 1.\n\nStopped: maximum turn limit reached"
+        assert self.types(events, "turn-start") == ["turn-start", "turn-start"]
+        assert events[-1]["type"] == "agent-complete" and events[-1]["status"] == "max_turns"
+        # a run that must finish() a schema cannot end with text: a clear error
+        with pytest.raises(LimitExceeded, match=r"Stopped: maximum turn limit reached \(2 turns\) before a valid"):
+            await self.agent(manager, harness, turns, config={"max_turns": 2}, returns={"type": "integer"})
 
     @_run
     async def test_the_signal_reaches_a_running_tool(self, manager, harness):

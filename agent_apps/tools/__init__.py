@@ -30,6 +30,7 @@ __all__ = [
     "PermissionDenied",
     "TerminalApprover",
     "ToolsPlugin",
+    "own_skill_folder",
     "path_policy",
     "security_for",
     "session",
@@ -37,7 +38,24 @@ __all__ = [
 ]
 
 
-def path_policy(ctx: Context) -> PathPolicy:
-    """The path boundaries that hold for the invocation ``ctx``."""
+def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
+    """The path boundaries that hold for the invocation ``ctx``.
+
+    ``reading``: the tool only reads (``file-read``, ``file-list``). Then, when agent
+    code called it, the folder of the skill that agent runs (a ``NAME/SKILL.md``
+    skill's own files) is readable too. Only that agent's code gets it: not the
+    skills it calls, not sub-agents, not other agents, never for writing.
+    """
     cm = ctx.manager.context_manager
-    return PathPolicy.from_security(security_for(ctx), cwd=cm.cwd, agent_home=cm.home)
+    readable = (own,) if reading and (own := own_skill_folder(ctx)) else ()
+    return PathPolicy.from_security(security_for(ctx), cwd=cm.cwd, agent_home=cm.home, readable=readable)
+
+
+def own_skill_folder(ctx: Context) -> str | None:
+    """The folder of the skill whose agent's code made the call ``ctx``, if any."""
+    caller = ctx.parent
+    if caller is None or not caller.internals.get("untrusted"):
+        return None
+    scope = caller.nonlocals.get("agent")
+    folder = scope.get("skill_dir") if isinstance(scope, dict) else None
+    return folder if isinstance(folder, str) else None

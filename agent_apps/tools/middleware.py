@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import approval
 from .errors import PermissionDenied
-from .policy import decide, resolve_mode
+from .policy import category_of, decide, resolve_mode
 from .settings import security_for
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ async def check_permission(ctx: Context) -> None:
     skill = ctx.skill
     if skill.kind == "callback" or skill.is_middleware:
         return
-    category = skill.metadata.get("category")
-    category = category if isinstance(category, str) else None
+    category = category_of(skill.metadata)
     security = security_for(ctx)
     mode = resolve_mode(security, approval.session_mode())
     decision = decide(skill.name, category, security, mode)

@@ -62,9 +62,17 @@ class PathPolicy:
     workspace: Path
     allowed: tuple[str, ...]
     denied: tuple[str, ...]
+    #: Folders readable (never writable) beyond ``allowed``: the running skill's own
+    #: folder. The built-in denial of the agent-apps home yields for a folder inside it
+    #: (a skill under ~/.agent-apps/skills); every other denied path still holds.
+    readable: tuple[str, ...] = ()
+    #: The denied entry that ``readable`` folders inside it override: the agent-apps home.
+    home: str | None = None
 
     @classmethod
-    def from_security(cls, security: Mapping[str, Any], *, cwd: Path, agent_home: Path) -> PathPolicy:
+    def from_security(
+        cls, security: Mapping[str, Any], *, cwd: Path, agent_home: Path, readable: tuple[str, ...] = ()
+    ) -> PathPolicy:
         """Build the policy from a resolved ``security`` mapping (see settings)."""
         workspace = Path(_resolve(str(security.get("workspace") or cwd), cwd))
         allowed_cfg = _paths(security.get("allowed_paths"))
@@ -76,18 +84,26 @@ class PathPolicy:
             workspace=workspace,
             allowed=tuple(_entry(e, workspace) for e in allowed),
             denied=tuple(_entry(e, workspace) for e in denied),
+            readable=tuple(_resolve(r, workspace) for r in readable),
+            home=_resolve(str(agent_home), workspace),
         )
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute with symlinks followed (no check)."""
         return _resolve(path, self.workspace)
 
-    def denied_rule(self, resolved: str) -> str | None:
-        """The denied entry that covers ``resolved``, if any."""
+    def denied_rule(self, resolved: str, *, within: str | None = None) -> str | None:
+        """The denied entry that covers ``resolved``, if any. ``within``: a readable
+        folder holding ``resolved``, for which the agent-apps home is not denied."""
         for entry in self.denied:
-            if _covers(entry, resolved):
+            if _covers(entry, resolved) and not (within and entry == self.home and _inside(within, entry)):
                 return entry
         return None
+
+    def _readable_root(self, resolved: str, write: bool) -> str | None:
+        if write:
+            return None
+        return next((root for root in self.readable if _covers(root, resolved)), None)
 
     def check(self, skill: str, path: str, *, write: bool = False) -> Path:
         """The resolved path, or :class:`PermissionDenied` saying which rule refused it."""
@@ -96,13 +112,14 @@ class PathPolicy:
         lexical = os.path.abspath(os.path.join(self.workspace, os.path.expanduser(path)))
         resolved = self.resolve(path)
         shown = path if resolved == lexical else f"{path} (resolves to {resolved})"
+        own = self._readable_root(resolved, write)
         for candidate in (resolved, lexical):
-            rule = self.denied_rule(candidate)
+            rule = self.denied_rule(candidate, within=own)
             if rule is not None:
                 raise PermissionDenied(
                     skill, f"{shown} is inside denied path {rule}", rule="security.denied_paths", resource=resolved
                 )
-        if not any(_covers(entry, resolved) for entry in self.allowed):
+        if own is None and not any(_covers(entry, resolved) for entry in self.allowed):
             roots = ", ".join(self.allowed) or "(none)"
             raise PermissionDenied(
                 skill,
@@ -122,7 +139,10 @@ class PathPolicy:
     def visible(self, resolved: str) -> bool:
         """Whether a directory listing may show ``resolved`` (not denied, inside allowed)."""
         real = self.resolve(resolved)
-        return self.denied_rule(real) is None and any(_covers(e, real) for e in self.allowed)
+        own = self._readable_root(real, False)
+        return self.denied_rule(real, within=own) is None and (
+            own is not None or any(_covers(e, real) for e in self.allowed)
+        )
 
 
 def _resolve(path: str, base: Path | str) -> str:
@@ -144,6 +164,11 @@ def _covers(entry: str, path: str) -> bool:
     if _GLOB_CHARS & set(entry):
         return fnmatchcase(path, entry) or fnmatchcase(path, entry.rstrip("/") + "/*")
     return path == entry or path.startswith(entry.rstrip(os.sep) + os.sep)
+
+
+def _inside(folder: str, entry: str) -> bool:
+    """``folder`` lies strictly inside ``entry`` (so it holds none of entry's own files)."""
+    return folder != entry and _covers(entry, folder)
 
 
 def _paths(value: Any) -> list[str] | None:

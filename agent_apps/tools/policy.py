@@ -33,12 +33,19 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from ..errors import ConfigError
+from ..skill import CATEGORIES
 
-__all__ = ["ACTIONS", "Decision", "decide", "resolve_mode"]
+__all__ = ["ACTIONS", "CATEGORIES", "Decision", "category_of", "decide", "resolve_mode"]
 
 Action = Literal["allow", "ask", "deny"]
 ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")
 MODES = ("interactive", "unattended")
+def category_of(metadata: Mapping[str, Any]) -> str | None:
+    """A skill's category, if it is one of agent-apps' own (:data:`~agent_apps.skill.CATEGORIES`).
+    Another value (``documentation``, valid in the Agent Skills specification's free-form
+    metadata) does not count: such a skill is uncategorized, and loading it warns."""
+    category = metadata.get("category")
+    return category if category in CATEGORIES else None
 
 
 @dataclass(frozen=True)

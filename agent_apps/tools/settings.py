@@ -26,9 +26,10 @@ Config shape (every key optional)::
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from ..config import call_config
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -63,23 +64,6 @@ DEFAULT_SECURITY: dict[str, Any] = {
 _CACHE_KEY = "agent_apps.tools.security"
 
 
-def call_config(ctx: Context) -> dict[str, Any] | None:
-    """The call layers of ``ctx`` and its ancestors merged, outermost first."""
-    layers = []
-    node: Context | None = ctx
-    while node is not None:
-        layer = node.internals.get("config")
-        if layer:
-            layers.append(layer)
-        node = node.parent
-    if not layers:
-        return None
-    merged: dict[str, Any] = {}
-    for layer in reversed(layers):
-        _deep_merge(merged, layer)
-    return merged
-
-
 def security_for(ctx: Context, skill: Skill | None = None) -> dict[str, Any]:
     """The resolved ``security`` mapping for ``skill`` (default: ``ctx.skill``) as
     invoked under ``ctx``, defaults filled in. Read-only: it may share the defaults."""
@@ -104,11 +88,3 @@ def _overlay(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]
         below = out.get(key)
         out[key] = _overlay(below, value) if isinstance(value, Mapping) and isinstance(below, Mapping) else value
     return out
-
-
-def _deep_merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
-    for key, value in data.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _deep_merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else copy.deepcopy(value)

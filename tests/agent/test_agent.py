@@ -162,11 +162,83 @@ async def test_returns_not_met_fails_clearly_when_script_ends(context_manager, t
 async def test_step_limit(context_manager, tools):
     events = []
     context_manager.events.subscribe("t", lambda topic, e: events.append(e))
-    turns = [{"code": ["print(1)", "print(2)", "print(3)"]}, {"text": "never"}]
-    with pytest.raises(LimitExceeded, match=r"step limit \(2 invoke calls\)"):
-        await agent(context_manager, turns, config={"max_steps": 2}, events="t")
+    turns = [{"text": "Three at once.", "code": ["print(1)", "print(2)", "print(3)"]}, {"text": "never"}]
+    result = await agent(context_manager, turns, config={"max_steps": 2}, events="t")
+    assert result == "Three at once.\n\nStopped: maximum step limit reached"
     errors = [e["result"] for e in events if e["type"] == "tool-error"]
-    assert errors and "Step limit reached" in errors[0]
+    assert errors and "Step limit reached (2 invoke calls)" in errors[0]
+    assert events[-1]["type"] == "agent-complete" and events[-1]["status"] == "max_steps"
+    with pytest.raises(LimitExceeded, match=r"maximum step limit reached \(2 invoke calls\)"):
+        await agent(context_manager, turns, config={"max_steps": 2}, returns={"type": "integer"})
+
+
+CAPPED = """
+frontmatter = {"allowed-tools": "agent", "params": {"type": "object", "properties": {"returns": {"type": "boolean"}}}}
+async def main(ctx, args):
+    script = [{"text": f"Working on part {i}.", "code": "memory['done'] = memory.get('done', 0) + 1"} for i in range(5)]
+    call = {"prompt": "P", "config": {"agent": "agent-scripted", "script": script, "max_turns": 3}}
+    if args.get("returns"):
+        call["returns"] = {"type": "integer"}
+    try:
+        result = await ctx.manager.invoke("agent", call)
+    except Exception as exc:
+        result = f"{type(exc).__name__}: {exc}"
+    state = ctx.locals["agent"]
+    return {"result": result, "status": state["status"], "message": state.get("message"), "memory": state["memory"],
+            "turns": state["turns"], "trace": [t["type"] for t in state["trace"]]}
+"""
+
+
+async def test_turn_cap_keeps_the_partial_work(context_manager, write_skill, tools):
+    write_skill("capped", CAPPED)
+    out = await context_manager.invoke("capped")
+    assert out["result"] == "Working on part 2.\n\nStopped: maximum turn limit reached"
+    assert (out["status"], out["message"], out["turns"]) == ("max_turns", "Stopped: maximum turn limit reached", 3)
+    assert out["memory"] == {"done": 3}
+    assert out["trace"].count("turn-end") == 3 and out["trace"].count("tool-result") == 3
+    # with a schema to finish: an error, and the partial work is still there for the caller
+    out = await context_manager.invoke("capped", {"returns": True})
+    assert out["result"].startswith("LimitExceeded: capped: Stopped: maximum turn limit reached (3 turns)")
+    assert (out["status"], out["memory"]) == ("max_turns", {"done": 3})
+
+
+async def test_status_of_failed_and_cancelled_runs(context_manager, tools):
+    events = []
+    context_manager.events.subscribe("s", lambda topic, e: events.append(e))
+    with pytest.raises(SkillFailed):
+        await agent(context_manager, [{"error": {"type": "AccessDenied", "message": "no"}}], events="s")
+    assert events[-1]["type"] == "agent-error" and events[-1]["status"] == "error"
+    signal = Signal()
+    task = asyncio.ensure_future(
+        context_manager.invoke(
+            "agent", {"prompt": "P", "events": "s", "config": scripted([{"text": "zzz", "delay": 60}])}, signal=signal
+        )
+    )
+    await asyncio.sleep(0.3)
+    signal.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 10)
+    assert events[-1]["type"] == "agent-error" and events[-1]["status"] == "cancelled"
+
+
+def test_cli_turn_cap_prints_the_partial_result_and_exits_1(tmp_path, skills_path, write_skill):
+    write_skill(
+        "busy.skill.md",
+        "---\ndescription: Busy.\nmetadata:\n  model:\n    agent: agent-scripted\n    max_turns: 2\n    script:\n"
+        "      - {text: Reading., code: 'memory[\"a\"] = 1'}\n      - {text: Writing., code: 'memory[\"b\"] = 2'}\n"
+        "      - {text: never}\n---\nBe busy.\n",
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "agent_apps", "invoke", "busy", "--path", str(skills_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert run.returncode == 1, run.stderr
+    assert run.stdout == "Writing.\n\nStopped: maximum turn limit reached\n"
+    assert "■ busy: Stopped: maximum turn limit reached (2 turns, 2 steps" in run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        "error: busy: Stopped: maximum turn limit reached (2 turns, 2 steps; model.max_turns sets the limit); "
+        "the partial result is on stdout"
+    )
 
 
 async def test_persistent_rejects_returns_and_keeps_going(context_manager, tools):
@@ -227,7 +299,17 @@ async def test_trace_events_usage_and_scope(context_manager, write_skill, tools)
     out = await context_manager.invoke("runner")
     assert out["result"] == "bye"
     kinds = [t["type"] for t in out["trace"]]
-    assert kinds[:7] == ["turn-start", "reasoning", "message", "tool-call", "tool-result", "turn-end", "turn-start"]
+    assert kinds[:9] == [
+        "turn-start",
+        "model-call",
+        "model-response",
+        "reasoning",
+        "message",
+        "tool-call",
+        "tool-result",
+        "turn-end",
+        "turn-start",
+    ]
     assert all(isinstance(t["timestamp"], float) for t in out["trace"])
     assert out["usage"]["input_tokens"] >= 7 and out["usage"]["output_tokens"] >= 2
     scope = out["scope"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -482,3 +483,109 @@ def test_other_providers_need_a_model_id(models_module, stub_model_class):
     stub_model_class("openai", "OpenAIModel")
     with pytest.raises(AgentAppsError, match="needs model.model_id"):
         models_module.build_model({"provider": "openai"})
+
+
+# -- call-time config (the top of the cascade, for prompt skills too) -------------------------
+
+
+async def test_call_config_endpoint_wins_over_the_skills_metadata(aws, context_manager, write_skill):
+    with FakeBedrock(model_ids=[MODEL]) as metadata_fake, FakeBedrock(model_ids=[MODEL]) as call_fake:
+        model = {
+            "agent": "agent-strands",
+            "model_id": MODEL,
+            "region": "us-east-1",
+            "endpoint_url": metadata_fake.endpoint_url,
+            "max_retries": 0,
+        }
+        write_skill(
+            "greeter.skill.md", f"---\ndescription: Greets.\nmetadata:\n  model: {json.dumps(model)}\n---\nGreet.\n"
+        )
+        call_fake.add_turns({"text": "Hello from the call's endpoint."})
+        result = await context_manager.invoke(
+            "greeter", {"task": "greet"}, config={"model": {"endpoint_url": call_fake.endpoint_url}}
+        )
+        assert result == "Hello from the call's endpoint."
+        assert len(call_fake.requests) == 1 and metadata_fake.requests == []
+        assert call_fake.requests[0].model_id == MODEL  # the rest of metadata.model still applies
+
+
+async def test_call_config_reaches_a_prompt_skill_without_model_metadata(aws, context_manager, write_skill):
+    write_skill("plain.skill.md", "---\ndescription: Plain.\n---\nAnswer.\n")
+    with FakeBedrock(model_ids=[MODEL]) as fake:
+        fake.add_turns({"text": "Answered."})
+        model = {"agent": "agent-strands", "model_id": MODEL, "region": "us-east-1", "endpoint_url": fake.endpoint_url}
+        assert await context_manager.invoke("plain", config={"model": model}) == "Answered."
+        assert len(fake.requests) == 1
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+async def test_the_second_run_of_a_session_sends_the_first_runs_turns(context_manager, bedrock):
+    config = {
+        "agent": "agent-strands",
+        "model_id": MODEL,
+        "endpoint_url": bedrock.endpoint_url,
+        "region": "us-east-1",
+        "retry_delay": 0,
+    }
+    bedrock.add_turns(invoke("print(6 * 7)", text="Computing."), {"text": "It is 42."})
+    bedrock.add_turns({"text": "You asked for 6 * 7."})
+    first = {"prompt": "You are a test agent.", "user_message": "What is 6 * 7?", "config": config}
+    assert await context_manager.invoke("agent", first, session="math") == "It is 42."
+    second = {**first, "user_message": "What did I ask?"}
+    assert await context_manager.invoke("agent", second, session="math") == "You asked for 6 * 7."
+    request = bedrock.requests[2]
+    use_id = bedrock.requests[1].messages[1]["content"][1]["toolUse"]["toolUseId"]
+    assert request.messages == [
+        {"role": "user", "content": [{"text": "What is 6 * 7?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"text": "Computing."},
+                {"toolUse": {"toolUseId": use_id, "name": "invoke", "input": {"code": "print(6 * 7)"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": use_id, "content": [{"text": "42"}], "status": "success"}}],
+        },
+        {"role": "assistant", "content": [{"text": "It is 42."}]},
+        {"role": "user", "content": [{"text": "What did I ask?"}]},
+    ]
+    # the report has what the provider measured
+    (run, _) = context_manager.state.runs.list(session="math")
+    (node,) = context_manager.state.runs.agents(run.id)
+    (step,) = node.report["steps"]
+    assert step["finish_reason"] == "end_turn" and step["model_latency_ms"] > 0 and step["usage"]["input_tokens"] > 0
+
+
+def test_a_window_cut_through_tool_pairs_stays_a_valid_conversation():
+    spec = importlib.util.spec_from_file_location(
+        "strands_history", os.path.join(os.path.dirname(__file__), "../../extensions/agent/strands/history.py")
+    )
+    history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(history)
+    call = {"id": "t1", "name": "invoke", "input": {"code": "x"}}
+    window = [
+        {"role": "tool", "tool_call_id": "t0", "text": "orphan result"},  # its call was cut off
+        {"role": "assistant", "text": "", "tool_calls": [call, {"id": "t2", "name": "invoke", "input": {}}]},
+        {"role": "tool", "tool_call_id": "t1", "text": "ok"},  # t2 never answered (crash)
+        {"role": "summary", "text": "earlier"},
+        {"role": "assistant", "text": "   "},  # blank: dropped
+    ]
+    out = history.to_converse(window, "next")
+    assert out == [
+        {"role": "user", "content": [{"text": history.OMITTED}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "invoke", "input": call["input"]}}]},
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}], "status": "success"}},
+                {"text": "[Previous conversation summary: earlier]"},
+                {"text": "next"},
+            ],
+        },
+    ]
+    roles = [m["role"] for m in out]
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))

@@ -2,7 +2,9 @@
 
 Tools: ``add`` (structured output), ``shout`` (text), ``fail`` (a tool error),
 ``die`` (the process exits), ``wait`` (sleeps; writes ``$MARKER`` when cancelled).
-``$HELPER_GREETING`` shows that env reaches the server.
+``$HELPER_GREETING`` shows that env reaches the server. ``$HELPER_EXTRA_TOOLS``
+(comma-separated names) adds tools that answer with their own name;
+``$HELPER_STDERR_LINES`` makes the server write that many lines to stderr at start.
 """
 
 import os
@@ -35,6 +37,9 @@ TOOLS = [
     types.Tool(name="greeting", description="The env greeting.", input_schema={"type": "object", "properties": {}}),
 ]
 
+for extra in filter(None, os.environ.get("HELPER_EXTRA_TOOLS", "").split(",")):
+    TOOLS.append(types.Tool(name=extra, description=f"Answers {extra!r}.", input_schema={"type": "object"}))
+
 
 async def list_tools(ctx, params):
     return types.ListToolsResult(tools=TOOLS)
@@ -61,6 +66,8 @@ async def call_tool(ctx, params):
             with open(os.environ["MARKER"], "w") as fh:
                 fh.write("cancelled")
         return types.CallToolResult(content=[types.TextContent(text="slept")])
+    if params.name in os.environ.get("HELPER_EXTRA_TOOLS", "").split(","):
+        return types.CallToolResult(content=[types.TextContent(text=params.name)])
     if params.name == "greeting":
         return types.CallToolResult(content=[types.TextContent(text=os.environ.get("HELPER_GREETING", "none"))])
     return types.CallToolResult(content=[types.TextContent(text=f"unknown tool {params.name}")], is_error=True)
@@ -70,6 +77,9 @@ server = Server("helper", version="1.0", on_list_tools=list_tools, on_call_tool=
 
 
 async def main():
+    for i in range(int(os.environ.get("HELPER_STDERR_LINES", "0"))):
+        sys.stderr.write(f"helper server: noisy line {i}\n")
+    sys.stderr.flush()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

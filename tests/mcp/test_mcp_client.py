@@ -20,7 +20,8 @@ from agent_apps.mcp.server import serving_http
 
 pytestmark = pytest.mark.anyio
 
-HELPER = Path(__file__).with_name("helper_server.py")
+HERE = Path(__file__).parent
+HELPER = HERE / "helper_server.py"
 
 
 def _manager(tmp_path, skills_path, servers):
@@ -153,7 +154,8 @@ async def test_http_server_with_headers(tmp_path, skills_path, skills, monkeypat
             close_servers(cm)
 
 
-def test_cli_list_shows_mcp_tools_and_the_broken_server(tmp_path, skills_path, skills, helper):
+def test_cli_list_shows_mcp_tools_and_the_broken_server(tmp_path, skills_path, skills, helper, monkeypatch):
+    monkeypatch.setenv("HELPER_PREFIX", "the ")
     home = Path(os.environ["AGENT_APPS_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(
@@ -192,3 +194,120 @@ def test_mounting_agent_apps_itself_does_not_loop(tmp_path, skills_path, skills)
     names = {s["name"] for s in json.loads(result.stdout)["skills"]}
     assert "self-word-count" in names
     assert not any(name.startswith("self-self-") for name in names)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _cli(args, cwd, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "agent_apps", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_a_server_that_misses_startup_timeout_does_not_outlive_agent_apps(tmp_path):
+    """The server runs in a session of its own (out of reach of the terminal's Ctrl-C);
+    exiting must stop it, even when it never answered and ignores its closed stdin."""
+    pid_file = tmp_path / "silent.pid"
+    server = {"command": sys.executable, "args": [str(HERE / "silent_server.py"), str(pid_file)], "startup_timeout": 1}
+    home = Path(os.environ["AGENT_APPS_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {"silent": server}}))
+    result = _cli(["list"], tmp_path)
+    assert result.returncode == 1, result.stderr  # a server that failed to start is a load error
+    assert "MCP server 'silent' failed to start: no answer within 1 s (startup_timeout)" in result.stderr
+    pid = int(pid_file.read_text())
+    assert not _alive(pid), f"the mounted server (pid {pid}) outlived agent-apps"
+
+
+def test_mounted_tools_never_shadow_skills_or_collapse_into_one_name(tmp_path, skills_path, skills, helper):
+    helper["env"]["HELPER_EXTRA_TOOLS"] = "read,read_file,readFile,word_count"
+    del helper["env"]["HELPER_GREETING"]
+    cm = _manager(tmp_path, skills_path, {"file": helper})
+    try:
+        # the bundled file-read and the user's word-count keep their names
+        assert cm.get("file-read").origin == "bundled"
+        warnings = "\n".join(cm.catalog.warnings)
+        assert "(mcp_servers.file): MCP server 'file': tool 'read' is not mounted as 'file-read', which " in warnings
+        assert "file-read.skill.py" in warnings  # names the skill that has the name
+        # two tools that normalize alike keep two names
+        assert cm.invoke_sync("file-read-file") == "read_file"
+        assert cm.invoke_sync("file-read-file-2") == "readFile"
+        assert "tools 'read_file' and 'readFile' both become 'file-read-file'" in warnings
+        shadowed = [e for e in cm.catalog.entries if e.skill.name == "file-read" and e.shadowed_by is not None]
+        assert [e.skill.origin for e in shadowed] == ["mcp:file"]
+    finally:
+        close_servers(cm)
+
+
+def test_a_user_skill_keeps_its_name_against_a_mounted_tool(tmp_path, skills_path, skills, helper):
+    helper["env"]["HELPER_EXTRA_TOOLS"] = "count"
+    del helper["env"]["HELPER_GREETING"]
+    (skills_path / "word-count.skill.py").rename(skills_path / "words-count.skill.py")
+    cm = _manager(tmp_path, skills_path, {"words": helper})
+    try:
+        assert cm.get("words-count").origin == "path"
+        assert any("tool 'count' is not mounted as 'words-count'" in w for w in cm.catalog.warnings)
+    finally:
+        close_servers(cm)
+
+
+def test_an_unset_variable_is_an_error_naming_it_and_the_server(tmp_path, skills_path, skills, helper, monkeypatch):
+    monkeypatch.delenv("HELPER_PREFIX", raising=False)
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    monkeypatch.setenv("EMPTY_ONE", "")
+    remote = {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${NO_SUCH_TOKEN}"}}
+    helper["env"]["HELPER_GREETING"] = "${EMPTY_ONE:-fallback} ${HELPER_PREFIX:-}"
+    cm = _manager(tmp_path, skills_path, {"remote": remote, "stdio": {**helper, "args": [str(HELPER), "${NOPE}"]}})
+    try:
+        errors = sorted(str(e) for e in cm.errors)
+        assert len(errors) == 2
+        assert "MCP server 'remote': environment variable NO_SUCH_TOKEN is not set" in errors[0]
+        assert "headers.Authorization" in errors[0] and "mcp_servers.remote" in errors[0]
+        assert "MCP server 'stdio': environment variable NOPE is not set (${NOPE} in args[1])" in errors[1]
+        helper["args"] = [str(HELPER)]
+        cm2 = _manager(tmp_path, skills_path, {"ok": helper})
+        try:
+            assert cm2.invoke_sync("ok-greeting") == "fallback "  # defaults: empty counts as unset
+        finally:
+            close_servers(cm2)
+    finally:
+        close_servers(cm)
+
+
+def test_server_stderr_goes_to_a_log_file_unless_debug(tmp_path, skills_path, skills, helper, monkeypatch):
+    monkeypatch.setenv("HELPER_PREFIX", "the ")
+    helper["env"]["HELPER_STDERR_LINES"] = "97"
+    home = Path(os.environ["AGENT_APPS_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {"noisy": helper}}))
+    quiet = _cli(["list", "--path", str(skills_path)], tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "noisy-add" in quiet.stdout and "noisy line" not in quiet.stderr
+    log = (home / "logs" / "mcp-noisy.log").read_text()
+    assert log.count("helper server: noisy line") == 97
+    loud = _cli(["list", "--debug", "--path", str(skills_path)], tmp_path)
+    assert loud.stderr.count("helper server: noisy line") == 97
+
+
+def test_a_failed_start_names_the_servers_last_words(tmp_path, skills_path):
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nsys.stderr.write('crash: cannot open the database\\n')\nsys.exit(2)\n")
+    cm = _manager(tmp_path, skills_path, {"crash": {"command": sys.executable, "args": [str(script)]}})
+    try:
+        (error,) = cm.errors
+        assert "MCP server 'crash' failed to start" in str(error)
+        assert "its stderr ends: 'crash: cannot open the database'" in str(error)
+        assert "mcp-crash.log" in str(error)
+    finally:
+        close_servers(cm)

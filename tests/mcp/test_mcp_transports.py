@@ -3,6 +3,7 @@ HTTP on loopback (in-process and ``agent-apps mcp --http`` as a subprocess)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_apps.mcp.server import serving_http
+from agent_apps.mcp.server import expose_refs, listening_socket, serving_http
 
 pytestmark = pytest.mark.anyio
 
@@ -123,3 +124,73 @@ async def test_http_subprocess(skills, skills_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_listening_sockets_send_without_delay():
+    """TCP_NODELAY on the listening socket and on every accepted connection: without it,
+    Nagle's algorithm and delayed ACKs hold each part of a streamed response ~40 ms."""
+    sock = listening_socket("127.0.0.1", 0)
+    accepted: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport):
+            accepted.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        with anyio.fail_after(10):
+            while not accepted:
+                await anyio.sleep(0.01)
+        writer.close()
+        assert accepted[0] != 0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_http_declares_the_tool_list_changes_it_sends(context_manager, skills, mode):
+    async with serving_http(context_manager, watch=False) as url:
+        async with Client(url, mode=mode) as client:
+            assert client.server_capabilities.tools.list_changed is True
+    async with expose_refs(context_manager, ["word-count"]) as endpoint:  # a fixed set of tools: no changes
+        async with httpx2.AsyncClient(headers=endpoint.headers) as http:
+            async with Client(streamable_http_client(endpoint.url, http_client=http), mode=mode) as client:
+                assert not client.server_capabilities.tools.list_changed
+                assert (await client.call_tool("word-count", {"text": "a b"})).structured_content == {"result": 2}
+
+
+async def test_http_legacy_clients_hear_of_new_tools(context_manager, skills, write_skill):
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with serving_http(context_manager, watch=True, interval=0.2) as url:
+        async with Client(url, mode="legacy", message_handler=on_message) as client:
+            await client.list_tools()
+            for attempt in range(10):  # the watcher may not have taken its first snapshot yet
+                source = f'frontmatter = {{"description": "Fresh {attempt}."}}\n'
+                source += "async def main(ctx, args):\n    return 1\n"
+                write_skill("fresh", source)
+                with anyio.move_on_after(3):
+                    await changed.wait()
+                if changed.is_set():
+                    break
+            assert changed.is_set()
+
+
+async def test_bearer_scheme_is_case_insensitive(context_manager, skills):
+    async with serving_http(context_manager, watch=False, token="s3cret") as url:
+        for header in ("bearer s3cret", "BEARER  s3cret"):
+            async with httpx2.AsyncClient(headers={"Authorization": header}) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    assert (await client.call_tool("hello", {})).content[0].text == "hello"
+        async with httpx2.AsyncClient() as http:
+            for header in ("Basic s3cret", "Bearer wrong", "Bearer", "s3cret", "Bearers3cret"):
+                response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                           headers={"Authorization": header})
+                assert response.status_code == 401, header

@@ -27,9 +27,11 @@ class Host:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.options: list[dict[str, Any]] = []  # the call options of each call ({} when none)
 
-    async def __call__(self, name: str, args: dict | None) -> Any:
+    async def __call__(self, name: str, args: dict | None, **options: Any) -> Any:
         self.calls.append((name, args))
+        self.options.append(options)
         if name == "echo":
             return args
         if name == "sleep":

@@ -1,4 +1,7 @@
-"""File tools and path boundaries: S6.1, S6.2, S6.10-S6.12, traversal, symlink escapes."""
+"""File tools and path boundaries: S6.1, S6.2, S6.10-S6.12, traversal, symlink escapes.
+
+The path tests run in both modes: unattended runs (cron, CI, servers) get the same
+filesystem limits and no elevation, even when their policy allows the write tools."""
 
 from __future__ import annotations
 
@@ -14,19 +17,24 @@ from agent_apps.tools import PermissionDenied
 pytestmark = pytest.mark.anyio
 
 
-async def test_write_read_list_edit_in_the_workspace(cm, workspace):  # S6.1
-    out = await cm.invoke("file-write", {"path": "notes/a.txt", "content": "one\ntwo\nthree\n"}, config=INTERACTIVE)
+@pytest.fixture(params=["interactive", "unattended"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def test_write_read_list_edit_in_the_workspace(cm, workspace, mode):  # S6.1
+    out = await cm.invoke("file-write", {"path": "notes/a.txt", "content": "one\ntwo\nthree\n"}, config=security(mode))
     assert out == {"path": str(workspace / "notes" / "a.txt"), "bytes": 14}
-    assert await cm.invoke("file-read", {"path": "notes/a.txt"}, config=INTERACTIVE) == "one\ntwo\nthree\n"
+    assert await cm.invoke("file-read", {"path": "notes/a.txt"}, config=security(mode)) == "one\ntwo\nthree\n"
     assert (
-        await cm.invoke("file-read", {"path": "notes/a.txt", "start_line": 2, "end_line": 2}, config=INTERACTIVE)
+        await cm.invoke("file-read", {"path": "notes/a.txt", "start_line": 2, "end_line": 2}, config=security(mode))
         == "two\n"
     )
-    await cm.invoke("file-write", {"path": "notes/a.txt", "content": "four\n", "append": True}, config=INTERACTIVE)
-    listing = await cm.invoke("file-list", {"recursive": True}, config=INTERACTIVE)
+    await cm.invoke("file-write", {"path": "notes/a.txt", "content": "four\n", "append": True}, config=security(mode))
+    listing = await cm.invoke("file-list", {"recursive": True}, config=security(mode))
     assert listing["entries"] == [{"name": "notes", "type": "dir"}, {"name": "notes/a.txt", "type": "file", "size": 19}]
     edit = await cm.invoke(
-        "file-edit", {"path": "notes/a.txt", "old_text": "two", "new_text": "TWO"}, config=INTERACTIVE
+        "file-edit", {"path": "notes/a.txt", "old_text": "two", "new_text": "TWO"}, config=security(mode)
     )
     assert edit["line"] == 2
     assert (workspace / "notes" / "a.txt").read_text() == "one\nTWO\nthree\nfour\n"
@@ -52,7 +60,7 @@ async def test_invalid_params_are_validation_errors(cm, skill, args, where):  # 
 
 
 @pytest.mark.parametrize("how", ["absolute", "traversal", "deep-traversal", "home"])
-async def test_read_outside_allowed_paths_is_denied(cm, workspace, outside, how, monkeypatch):  # S6.10
+async def test_read_outside_allowed_paths_is_denied(cm, workspace, outside, how, monkeypatch, mode):  # S6.10
     monkeypatch.setenv("HOME", str(outside))
     path = {
         "absolute": str(outside / "secret.txt"),
@@ -61,14 +69,14 @@ async def test_read_outside_allowed_paths_is_denied(cm, workspace, outside, how,
         "home": "~/secret.txt",
     }[how]
     with pytest.raises(PermissionDenied) as info:
-        await cm.invoke("file-read", {"path": path}, config=INTERACTIVE)
+        await cm.invoke("file-read", {"path": path}, config=security(mode))
     assert info.value.rule == "security.allowed_paths"
     assert "outside the allowed paths" in str(info.value) and str(workspace) in str(info.value)
 
 
-async def test_write_to_denied_path_inside_allowed_is_denied(cm, workspace):  # S6.11
+async def test_write_to_denied_path_inside_allowed_is_denied(cm, workspace, mode):  # S6.11
     (workspace / "private").mkdir()
-    config = security(denied_paths=["private", "*.pem"])
+    config = security(mode, denied_paths=["private", "*.pem"])
     for path in ("private/x.txt", "./private/../private/y.txt", "keys/server.pem"):
         with pytest.raises(PermissionDenied) as info:
             await cm.invoke("file-write", {"path": path, "content": "x"}, config=config)
@@ -76,21 +84,21 @@ async def test_write_to_denied_path_inside_allowed_is_denied(cm, workspace):  # 
     assert list((workspace / "private").iterdir()) == []
     assert not (workspace / "keys" / "server.pem").exists()
     # The same paths are fine without the denial.
-    await cm.invoke("file-write", {"path": "private/x.txt", "content": "x"}, config=INTERACTIVE)
+    await cm.invoke("file-write", {"path": "private/x.txt", "content": "x"}, config=security(mode))
 
 
-async def test_builtin_denied_paths_hold_even_when_home_is_allowed(cm, tmp_path, monkeypatch):
+async def test_builtin_denied_paths_hold_even_when_home_is_allowed(cm, tmp_path, monkeypatch, mode):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_rsa").write_text("KEY")
     monkeypatch.setenv("HOME", str(home))
     with pytest.raises(PermissionDenied, match="denied path"):
-        await cm.invoke("file-read", {"path": "~/.ssh/id_rsa"}, config=security(allowed_paths=["~"]))
-    listing = await cm.invoke("file-list", {"path": "~"}, config=security(allowed_paths=["~"]))
+        await cm.invoke("file-read", {"path": "~/.ssh/id_rsa"}, config=security(mode, allowed_paths=["~"]))
+    listing = await cm.invoke("file-list", {"path": "~"}, config=security(mode, allowed_paths=["~"]))
     assert ".ssh" not in [e["name"] for e in listing["entries"]]
 
 
-async def test_symlink_escapes_are_rejected(cm, workspace, outside):  # S6.12
+async def test_symlink_escapes_are_rejected(cm, workspace, outside, mode):  # S6.12
     (workspace / "link.txt").symlink_to(outside / "secret.txt")
     (workspace / "linkdir").symlink_to(outside)
     (workspace / "dangling").symlink_to(outside / "new.txt")
@@ -104,56 +112,55 @@ async def test_symlink_escapes_are_rejected(cm, workspace, outside):  # S6.12
         ("file-list", {"path": "linkdir"}),
     ]:
         with pytest.raises(PermissionDenied, match="resolves to"):
-            await cm.invoke(skill, args, config=INTERACTIVE)
+            await cm.invoke(skill, args, config=security(mode))
     assert (outside / "secret.txt").read_text() == "top secret\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
-    listing = await cm.invoke("file-list", {}, config=INTERACTIVE)
+    listing = await cm.invoke("file-list", {}, config=security(mode))
     assert listing["entries"] == []  # links that lead out are not even shown
 
 
-async def test_symlink_to_a_denied_path_inside_the_workspace_is_rejected(cm, workspace):
+async def test_symlink_to_a_denied_path_inside_the_workspace_is_rejected(cm, workspace, mode):
     (workspace / "private").mkdir()
     (workspace / "private" / "k").write_text("k")
     (workspace / "innocent").symlink_to(workspace / "private" / "k")
     with pytest.raises(PermissionDenied, match="denied path"):
-        await cm.invoke("file-read", {"path": "innocent"}, config=security(denied_paths=["private"]))
+        await cm.invoke("file-read", {"path": "innocent"}, config=security(mode, denied_paths=["private"]))
 
 
-async def test_symlink_inside_the_workspace_is_followed(cm, workspace):
+async def test_symlink_inside_the_workspace_is_followed(cm, workspace, mode):
     (workspace / "real.txt").write_text("hello")
     (workspace / "alias.txt").symlink_to(workspace / "real.txt")
-    assert await cm.invoke("file-read", {"path": "alias.txt"}, config=INTERACTIVE) == "hello"
+    assert await cm.invoke("file-read", {"path": "alias.txt"}, config=security(mode)) == "hello"
 
 
-async def test_allowed_paths_replace_the_workspace_default(cm, workspace, outside):
-    config = security(allowed_paths=[str(outside)])
+async def test_allowed_paths_replace_the_workspace_default(cm, workspace, outside, mode):
+    config = security(mode, allowed_paths=[str(outside)])
     assert await cm.invoke("file-read", {"path": str(outside / "secret.txt")}, config=config) == "top secret\n"
     (workspace / "a").write_text("a")
     with pytest.raises(PermissionDenied):
         await cm.invoke("file-read", {"path": "a"}, config=config)
 
 
-async def test_config_files_are_never_written(cm, workspace):
+async def test_config_files_are_never_written(cm, workspace, mode):
     for name in ("agent-apps.yaml", "sub/tools.yaml"):
         with pytest.raises(PermissionDenied, match="agent-apps configuration"):
             await cm.invoke(
-                "file-write", {"path": name, "content": "security: {mode: interactive}"}, config=INTERACTIVE
+                "file-write", {"path": name, "content": "security: {mode: interactive}"}, config=security(mode)
             )
 
 
-async def test_the_agent_apps_home_is_denied(cm, tmp_path):
+async def test_the_agent_apps_home_is_denied(cm, tmp_path, mode):
     home = tmp_path / "agent-apps-home"
     home.mkdir()
     with pytest.raises(PermissionDenied, match="denied path"):
-        await cm.invoke(
-            "file-write", {"path": str(home / "config.yaml"), "content": "x"}, config=security(allowed_paths=["/"])
-        )
+        config = security(mode, allowed_paths=["/"])
+        await cm.invoke("file-write", {"path": str(home / "config.yaml"), "content": "x"}, config=config)
 
 
 @pytest.mark.parametrize("bad", ["", "a\x00b"])
-async def test_bad_path_strings(cm, bad):
+async def test_bad_path_strings(cm, bad, mode):
     with pytest.raises((PermissionDenied, ArgsInvalid)):
-        await cm.invoke("file-read", {"path": bad}, config=INTERACTIVE)
+        await cm.invoke("file-read", {"path": bad}, config=security(mode))
 
 
 async def test_large_and_binary_files(cm, workspace):
@@ -195,12 +202,41 @@ async def test_list_filters_and_limits(cm, workspace):
     assert len(listing["entries"]) == 2 and listing["truncated"] is True
 
 
-async def test_scratch_directory_is_allowed_by_default(cm):
+async def test_scratch_directory_is_allowed_by_default(cm, mode):
     from agent_apps.tools.paths import scratch_dir
 
     path = scratch_dir() / f"test-{os.getpid()}.txt"
     try:
-        await cm.invoke("file-write", {"path": str(path), "content": "ok"}, config=INTERACTIVE)
+        await cm.invoke("file-write", {"path": str(path), "content": "ok"}, config=security(mode))
         assert Path(path).read_text() == "ok"
     finally:
         path.unlink(missing_ok=True)
+
+
+async def test_unattended_runs_get_no_elevation(cm, workspace, outside, monkeypatch):
+    """A scheduled run (no terminal, mode auto) is unattended: its policy may allow every
+    tool, and an approver may say yes to everything, yet the paths stay as limited."""
+    from agent_apps.tools import session
+
+    monkeypatch.setattr("sys.stdin", None)  # cron: nothing attached
+    job = {"security": {"mode": "auto", "policy": {"unattended": {"allow": ["*"]}}}}
+    for skill, args in [
+        ("file-read", {"path": str(outside / "secret.txt")}),
+        ("file-write", {"path": "../outside/new.txt", "content": "pwned"}),
+        ("file-edit", {"path": str(outside / "secret.txt"), "old_text": "top", "new_text": "pwned"}),
+        ("file-list", {"path": str(outside)}),
+    ]:
+        with pytest.raises(PermissionDenied) as info:
+            await cm.invoke(skill, args, config=job)
+        assert info.value.rule == "security.allowed_paths", info.value
+    asked = []
+    ask = {"security": {"mode": "auto", "policy": {"unattended": {"ask": ["file-write"]}}}}
+    with session(lambda request: asked.append(request.mode) or True):
+        with pytest.raises(PermissionDenied, match="outside the allowed paths"):
+            await cm.invoke("file-write", {"path": str(outside / "new.txt"), "content": "pwned"}, config=ask)
+    assert asked == ["unattended"]  # the approver said yes to the tool, not to the path
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "top secret\n"
+    # and without a job policy, an unattended run does not write at all
+    with pytest.raises(PermissionDenied, match="not permitted in unattended mode"):
+        await cm.invoke("file-write", {"path": "a.txt", "content": "x"}, config={"security": {"mode": "auto"}})

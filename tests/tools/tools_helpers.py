@@ -9,11 +9,16 @@ from agent_apps import ContextManager
 from agent_apps.tools import ToolsPlugin
 
 INTERACTIVE = {"security": {"mode": "interactive"}}
+#: What a scheduled job that writes files has: the unattended mode, the write tools
+#: allowed by its policy (unattended runs deny the write category by default).
+UNATTENDED_WRITER = {"mode": "unattended", "policy": {"unattended": {"allow": ["file-write", "file-edit"]}}}
 
 
-def security(**values: Any) -> dict[str, Any]:
-    """A call-layer config: interactive mode plus ``values`` under ``security``."""
-    return {"security": {"mode": "interactive", **values}}
+def security(mode: str = "interactive", **values: Any) -> dict[str, Any]:
+    """A call-layer config: ``mode`` plus ``values`` under ``security``. Unattended, it
+    is a job allowed to write, so what a test sees is the path limits alone."""
+    base = UNATTENDED_WRITER if mode == "unattended" else {"mode": mode}
+    return {"security": {**base, **values}}
 
 
 def make_manager(workspace: Path, tmp_path: Path, **kwargs: Any) -> ContextManager:

@@ -42,12 +42,16 @@ frontmatter = {
             "hook_ref": {"type": "string", "pattern": "^callback://"},
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
+            "messages": {"type": "array", "items": {"type": "object"}},
+            "model_messages": {"type": "boolean"},
+            "buffer_responses": {"type": "boolean"},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
     "metadata": {
         "tags": ["meta-internal", "provider"],
         "visibility": "hidden",
+        "provider": {"model_calls": True},
         # the model.* keys this provider reads beyond the agent's own (so config files may hold them)
         "config_keys": [
             "model.provider",

@@ -19,6 +19,10 @@ context-edit   before a model call, tool results older than the last ``context_k
                messages were elided (``model.context_edit: true``)
 =============  ===========================================================================
 
+``turn-end`` carries the model call's ``latency_ms`` and ``stop_reason``. A session's
+earlier messages (``messages``, the neutral format) become the Strands agent's initial
+conversation, converted to Converse messages by :mod:`.history`.
+
 Everything runs on the caller's event loop: ``stream_async`` is iterated here, hooks
 and the tool are coroutines on the same loop. Cancellation (``ctx.signal``) sets the
 invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 from strands import Agent
@@ -47,6 +52,8 @@ from strands.types.tools import AgentTool
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import Cancelled
 
+from .calls import ReportedModel
+from .history import to_converse
 from .models import Built, build_model, classify
 
 # Strands logs failures it re-raises; they reach the user as our errors. Without this,
@@ -83,14 +90,27 @@ class Session(HookProvider):
         self.attempt = 0
         self.turn_text = ""
         self.turn_usage: dict[str, int] | None = None
+        self.turn_latency: float | None = None
+        self.turn_stop: str | None = None
+        self._model_started = 0.0
+        # The session's earlier messages, and the user's, as the initial conversation.
+        history = args.get("messages")
+        self.preloaded = to_converse(history, self.user_message) if history else None
         self.stopped: Any = _UNSET
         #: An error of ours (a hook or the invoke callback raised): it ends the run as is.
         self.fatal: BaseException | None = None
         #: A model error the agent policy chose not to retry.
         self.failure: Exception | None = None
         self.cancel_event = threading.Event()
+        # every model call goes through the hook (model-call, model-response)
+        model = ReportedModel(
+            built.model,
+            self,
+            with_messages=bool(args.get("model_messages")),
+            buffered=bool(args.get("buffer_responses")),
+        )
         self.agent = Agent(
-            model=built.model,
+            model=model,
             tools=[InvokeTool(self)],
             system_prompt=self.prompt,
             callback_handler=None,
@@ -99,6 +119,7 @@ class Session(HookProvider):
             tool_executor=SequentialToolExecutor(),  # calls run in order, each sees the last
             # the conversation is kept verbatim; only context_edit elides old tool results
             conversation_manager=NullConversationManager(),
+            messages=self.preloaded,
         )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -107,7 +128,7 @@ class Session(HookProvider):
         ctx = self.ctx
         stop_listening = ctx.signal.add_callback(self._on_cancel)
         try:
-            message = self.user_message
+            message: str | None = None if self.preloaded else self.user_message
             while True:
                 ctx.signal.raise_if_cancelled()
                 stop_reason = await self._invoke(message)
@@ -130,7 +151,7 @@ class Session(HookProvider):
             # model stream may outlive it: a stalled reader thread would hold up shutdown.
             self._on_cancel("run ended")
 
-    async def _invoke(self, message: str) -> str | None:
+    async def _invoke(self, message: str | None) -> str | None:
         """One Strands invocation; returns its stop reason."""
         stop_reason = None
         try:
@@ -186,6 +207,10 @@ class Session(HookProvider):
         event: dict[str, Any] = {"type": "turn-end", "turn": self.turn, "result": self.turn_text}
         if self.turn_usage is not None:
             event["usage"] = self.turn_usage
+        if self.turn_latency is not None:
+            event["latency_ms"] = self.turn_latency
+        if self.turn_stop is not None:
+            event["stop_reason"] = self.turn_stop
         return await self.hook(event)
 
     async def _sleep(self, seconds: float) -> None:
@@ -210,11 +235,12 @@ class Session(HookProvider):
             return
         if self.config.get("context_edit"):
             await self._edit_context(int(self.config.get("context_keep", 6)))
+        self._model_started = time.perf_counter()
         if self.in_turn:  # a retried model call: still the same turn
             return
         self.turn += 1
         self.in_turn = True
-        self.turn_text, self.turn_usage = "", None
+        self.turn_text, self.turn_usage, self.turn_latency, self.turn_stop = "", None, None, None
         await self.hook({"type": "turn-start", "turn": self.turn})
 
     async def _edit_context(self, keep: int) -> None:
@@ -243,7 +269,9 @@ class Session(HookProvider):
         if event.exception is None:
             self.attempt = 0
             response = event.stop_response
+            self.turn_latency = round((time.perf_counter() - self._model_started) * 1000, 3)
             if response is not None:
+                self.turn_stop = str(response.stop_reason)
                 content = response.message.get("content") or []
                 self.turn_text = "".join(block["text"] for block in content if "text" in block)
                 usage = (response.message.get("metadata") or {}).get("usage") or {}

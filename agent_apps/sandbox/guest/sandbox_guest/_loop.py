@@ -61,12 +61,14 @@ class GuestLoop(base_events.BaseEventLoop):
     def _write_to_self(self) -> None:
         pass
 
-    def submit(self, name: str, args_json: str):
-        """Queue a host call; returns the future of its result."""
+    def submit(self, name: str, args_json: str, options_json: str | None = None):
+        """Queue a host call, ``[id, name, args]`` or, with call options (a JSON
+        object), ``[id, name, args, options]``; returns the future of its result."""
         self._next_id += 1
         call_id = self._next_id
         fut = self.create_future()
-        self._outbox.append(f"[{call_id},{_dumps(name)},{args_json}]")
+        options = "" if options_json is None else "," + options_json
+        self._outbox.append(f"[{call_id},{_dumps(name)},{args_json}{options}]")
         self._pending[call_id] = fut
         fut.add_done_callback(functools.partial(self._on_done, call_id))
         return fut

@@ -21,7 +21,7 @@ from json import loads as _loads
 from typing import Any
 
 from . import _blocking
-from ._api import Ctx, Finish, HostError
+from ._api import Ctx, Finish, HostError, Target
 from ._loop import Deadlock, GuestLoop, HostStop
 from ._output import BoundedOutput
 
@@ -44,6 +44,8 @@ class Runner:
         self._loop = GuestLoop()
         asyncio.set_event_loop(self._loop)
         self._ctx = Ctx(self)
+        #: The served call in middleware mode (``target`` in agent code), else None.
+        self.target: Target | None = None
         self._finished = False
         self._finish_json = "null"
         _patch_asyncio_run(self)
@@ -53,6 +55,7 @@ class Runner:
         """Back to the state of a new instance (after the build-time warm-up)."""
         self.memory = {}
         self._last_snapshot = "{}"
+        self.target = None
         self._loop = GuestLoop()
         asyncio.set_event_loop(self._loop)
         linecache.cache.pop(FILENAME, None)
@@ -69,16 +72,20 @@ class Runner:
             seed = cfg["memory"]
             self.memory = seed if isinstance(seed, dict) else {}
             self._last_snapshot = None  # force a snapshot after the next run
+            served = cfg.get("target")
+            self.target = None
+            if isinstance(served, dict) and isinstance(served.get("args"), dict):
+                self.target = Target(self._ctx.manager, str(served.get("skill")), served["args"])
 
     # -- calls from agent code -------------------------------------------------
 
-    def submit(self, name: str, args_json: str):
+    def submit(self, name: str, args_json: str, options_json: str | None = None):
         if len(args_json) > self.max_payload:
             raise ValueError(
                 f"ctx.manager.invoke({name!r}) args are too large: {len(args_json) // 1024} KB "
                 f"> {self.max_payload // 1024} KB (max_payload_kb)"
             )
-        return self._loop.submit(name, args_json)
+        return self._loop.submit(name, args_json, options_json)
 
     def finish(self, value) -> None:
         try:
@@ -120,6 +127,7 @@ class Runner:
                     "__builtins__": builtins,
                     "ctx": self._ctx,
                     "memory": self.memory,
+                    "target": self.target,
                     "asyncio": asyncio,
                     "HostError": HostError,
                 }

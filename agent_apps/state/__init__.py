@@ -1,0 +1,95 @@
+"""The state store: sessions, runs and (later) journals and schedules, in one embedded
+SQLite database that needs no server.
+
+::
+
+    store = cm.state                           # a ContextManager's store, opened on first use
+    store.sessions.list()
+    store.sessions.history("s1").messages()    # the neutral messages after the last compaction
+    store.runs.list(session="s1")
+
+Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
+else the config key ``state.path`` (a relative path is relative to the config file that
+sets it), else ``<agent-apps home>/state.db``. See ``docs/sessions.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._db import MEMORY, Database
+from .errors import AlreadyExists, NotFound, SnapshotInvalid, StateError
+from .messages import Entry, History, Message, estimate_tokens
+from .runs import AgentInfo, RunInfo, Runs
+from .sessions import SessionInfo, Sessions, session_id_problem
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..config import Cascade
+
+__all__ = [
+    "MEMORY",
+    "AgentInfo",
+    "AlreadyExists",
+    "Entry",
+    "History",
+    "Message",
+    "NotFound",
+    "RunInfo",
+    "SessionInfo",
+    "SnapshotInvalid",
+    "StateError",
+    "StateStore",
+    "estimate_tokens",
+    "session_id_problem",
+    "state_path",
+]
+
+T = TypeVar("T")
+STATE_ENV = "AGENT_APPS_STATE"
+
+
+class StateStore:
+    """One state store: typed APIs per concept over one lazily opened database."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.db = Database(path)
+        self.sessions = Sessions(self.db)
+        self.runs = Runs(self.db)
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a store method off the event loop: ``await store.call(store.sessions.get, "s1")``."""
+        return await self.db.call(fn, *args, **kwargs)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __repr__(self) -> str:
+        return f"<StateStore {self.path}>"
+
+
+def state_path(cascade: Cascade | None, home: Path) -> str:
+    """Where the state store is: ``AGENT_APPS_STATE``, else ``state.path`` from the user
+    or project config (relative to that file's folder), else ``home/state.db``."""
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return env
+    if cascade is not None:
+        for layer in reversed(cascade.base_layers()):
+            section = layer.data.get("state")
+            value = section.get("path") if isinstance(section, dict) else None
+            if isinstance(value, str) and value:
+                if value == MEMORY:
+                    return value
+                path = Path(value).expanduser()
+                if not path.is_absolute() and layer.source != "defaults":
+                    path = Path(layer.source.removesuffix(" [tool.agent-apps]")).parent / path
+                return str(path)
+    return str(home / "state.db")

@@ -1,0 +1,249 @@
+"""``agent-apps sessions ...`` and ``agent-apps runs ...`` (imported only for them).
+
+The store is found as everywhere else (``AGENT_APPS_STATE``, ``state.path`` in the user
+or project config, ``~/.agent-apps/state.db``); no skill is loaded. Errors are the
+store's typed errors: the main command line prints them in one line, exit status 2 for
+an unknown session or run, a bad export file or an id that exists already.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..cli import _Parser, _table
+from . import StateStore, state_path
+from .errors import SnapshotInvalid
+
+__all__ = ["parse"]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse ``sessions ...`` or ``runs ...``; the namespace's ``run`` carries it out."""
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser = _Parser(prog="agent-apps", parents=[common])  # errors in the "error: ..." style
+    groups = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    sessions = groups.add_parser("sessions", help="conversations kept in the state store", parents=[common])
+    sub = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("list", parents=[common], help="every session, most recently used first")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=sessions_list)
+    p = sub.add_parser("show", parents=[common], help="a session's messages, memory and summary")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=sessions_show)
+    p = sub.add_parser("export", parents=[common], help="write a session as a versioned JSON snapshot to stdout")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(run=sessions_export)
+    p = sub.add_parser("import", parents=[common], help="create a session from an export (FILE, or - for stdin)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--as", dest="as_id", metavar="ID", help="import it under this id")
+    p.set_defaults(run=sessions_import)
+    p = sub.add_parser("fork", parents=[common], help="copy a session to a new id")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("new", metavar="NEW")
+    p.set_defaults(run=sessions_fork)
+    p = sub.add_parser("rm", parents=[common], help="remove a session and its messages (its runs stay)")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(run=sessions_rm)
+
+    runs = groups.add_parser("runs", help="recorded agent runs and their reports", parents=[common])
+    sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("list", parents=[common], help="recent runs, newest first")
+    p.add_argument("--session", metavar="ID", help="only runs of this session")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (default 50; 0: all)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(run=runs_list)
+    p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
+    p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
+    p.add_argument("--json", action="store_true", help="JSON output (reports and traces)")
+    p.set_defaults(run=runs_show)
+    return parser.parse_args(argv)
+
+
+def _store() -> StateStore:
+    from ..config import Cascade, agent_apps_home
+
+    home = agent_apps_home()
+    return StateStore(state_path(Cascade(cwd=Path.cwd(), home=home), home))
+
+
+def _json(value: Any) -> None:
+    out = sys.stdout
+    json.dump(value, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def _when(at: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
+
+
+def _short(text: str, width: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- sessions ----------------------------------------------------------------------------
+
+
+def _listing(args: argparse.Namespace, data: list[Any], rows: list[tuple[str, ...]], empty: str) -> int:
+    """Print a listing: JSON with --json, else a table under its header row."""
+    if args.json:
+        _json(data)
+    elif len(rows) == 1:
+        print(empty, file=sys.stderr)
+    else:
+        _table(rows, sys.stdout)
+    return 0
+
+
+def sessions_list(args: argparse.Namespace) -> int:
+    sessions = _store().sessions.list()
+    rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "TOKENS", "UPDATED")]
+    rows += [(s.id, str(s.messages), f"~{s.tokens}", _when(s.updated_at)) for s in sessions]
+    data = [{k: v for k, v in s.to_json().items() if k not in ("memory", "summary", "meta")} for s in sessions]
+    return _listing(args, data, rows, "no sessions yet: agent-apps invoke NAME --session ID starts one")
+
+
+def sessions_show(args: argparse.Namespace) -> int:
+    store = _store()
+    info = store.sessions.get(args.id)
+    entries = store.sessions.messages(args.id)
+    runs = store.runs.list(session=args.id)
+    if args.json:
+        data = info.to_json()
+        data["messages"] = [{"seq": e.seq, "tokens": e.tokens, **e.message} for e in entries]
+        data["runs"] = [run.id for run in runs]
+        _json(data)
+        return 0
+    out = sys.stdout
+    out.write(f"session {info.id}\n")
+    out.write(f"  created {_when(info.created_at)}, updated {_when(info.updated_at)}\n")
+    out.write(f"  {info.messages} messages, ~{info.tokens} tokens\n")
+    if info.summary_through:
+        what = f"summarized: {_short(info.summary, 160)}" if info.summary else "left out (summarizing failed)"
+        out.write(f"  messages 1-{info.summary_through} {what}\n")
+    if info.memory:
+        out.write(f"  memory: {_short(json.dumps(info.memory, ensure_ascii=False), 160)}\n")
+    if runs:
+        out.write(f"  runs: {len(runs)} (latest {runs[0].id[:12]}, {runs[0].status})\n")
+    for entry in entries:
+        message = entry.message
+        role = message.get("role")
+        label = "tool result" + (" (error)" if message.get("error") else "") if role == "tool" else role
+        text = message.get("text") or ""
+        out.write(f"\n#{entry.seq} {label}: {_short(text) if text else ''}".rstrip() + "\n")
+        for call in message.get("tool_calls") or ():
+            code = (call.get("input") or {}).get("code")
+            out.write(f"  ⚙ {call.get('name')}: {_short(code) if code else json.dumps(call.get('input'))}\n")
+    return 0
+
+
+def sessions_export(args: argparse.Namespace) -> int:
+    _json(_store().sessions.export(args.id))
+    return 0
+
+
+def sessions_import(args: argparse.Namespace) -> int:
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotInvalid(f"cannot read it: {getattr(exc, 'strerror', None) or exc}", source=source) from None
+    if args.as_id is not None:
+        from .sessions import session_id_problem
+
+        problem = session_id_problem(args.as_id)
+        if problem:
+            raise SnapshotInvalid(problem, source="--as")
+    info = _store().sessions.import_(text, as_id=args.as_id, source=source)
+    print(f"imported session {info.id} ({info.messages} messages)")
+    return 0
+
+
+def sessions_fork(args: argparse.Namespace) -> int:
+    from .sessions import session_id_problem
+
+    problem = session_id_problem(args.new)
+    if problem:
+        raise SnapshotInvalid(problem, source="NEW")
+    info = _store().sessions.fork(args.id, args.new)
+    print(f"forked session {args.id} as {info.id} ({info.messages} messages)")
+    return 0
+
+
+def sessions_rm(args: argparse.Namespace) -> int:
+    _store().sessions.remove(args.id)
+    print(f"removed session {args.id}")
+    return 0
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    return f"{end - start:.1f}s" if start and end else "-"
+
+
+def _status(run: Any) -> str:
+    return f"{run.status} (process gone)" if run.process_gone else run.status
+
+
+def runs_list(args: argparse.Namespace) -> int:
+    runs = _store().runs.list(session=args.session, limit=args.limit or None)
+    rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
+    for run in runs:
+        tokens = f"{run.input_tokens}/{run.output_tokens}"
+        duration = _duration(run.started_at, run.ended_at)
+        rows.append(
+            (run.id[:12], _when(run.started_at), _status(run), run.name, run.session_id or "-", tokens, duration)
+        )
+    empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
+    return _listing(args, [run.to_json() for run in runs], rows, empty)
+
+
+def runs_show(args: argparse.Namespace) -> int:
+    store = _store()
+    run = store.runs.get(args.run_id)
+    agents = store.runs.agents(run.id)
+    if args.json:
+        _json({**run.to_json(), "agents": [agent.to_json() for agent in agents]})
+        return 0
+    out = sys.stdout
+    out.write(f"run {run.id}: {_status(run)}\n")
+    out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
+    out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
+    for agent in agents:
+        pad = "  " * (agent.depth + 1)
+        report = agent.report or {}
+        session = f", session {agent.session_id}" if agent.session_id else ""
+        out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
+        if report.get("error"):
+            out.write(f"{pad}  error: {report['error'].get('type')}: {_short(report['error'].get('message', ''))}\n")
+        if report.get("compaction"):
+            out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
+        for step in report.get("steps") or ():
+            usage = step.get("usage") or {}
+            out.write(
+                f"{pad}  step {step.get('index')}: model {step.get('model_latency_ms', 0):.0f} ms, "
+                f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
+                f"{step.get('finish_reason')}\n"
+            )
+            for call in step.get("tool_calls") or ():
+                skills = f" -> {', '.join(call['skills'])}" if call.get("skills") else ""
+                error = " error" if call.get("error") else ""
+                out.write(
+                    f"{pad}    {call.get('tool')}{skills}: {call.get('result_size', 0)} bytes, "
+                    f"{call.get('latency_ms', 0):.0f} ms{error}\n"
+                )
+        if report.get("result") is not None:
+            out.write(f"{pad}  result: {_short(json.dumps(report['result'], ensure_ascii=False))}\n")
+        if agent.trace:
+            out.write(f"{pad}  trace: {len(agent.trace)} events (--json shows them)\n")
+    return 0

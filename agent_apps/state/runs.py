@@ -1,0 +1,238 @@
+"""Runs: every agent run, recorded with its run id, session, status, report and trace.
+
+A run is one invocation tree (``ctx.run.run_id``). The agents in it are rows of their
+own (``agents``: id, parent, depth), so a sub-agent started from agent code shows as a
+child of the agent whose code started it. A run's status is that of its outermost
+agents: ``running`` while one runs, else the status of the last one to end.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._db import Database
+from .errors import NotFound
+
+if TYPE_CHECKING:
+    from ..run_record import RunRecord
+
+__all__ = ["STATUSES", "AgentInfo", "RunInfo", "Runs"]
+
+#: A run's status: ``running`` while it runs, then one of the others.
+STATUSES = (
+    "running",
+    "done",
+    "stopped",
+    "error",
+    "guardrail",
+    "max_turns",
+    "max_steps",
+    "budget",
+    "cancelled",
+    "waiting-approval",
+)
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    session_id: str | None
+    name: str
+    status: str
+    started_at: float
+    ended_at: float | None
+    pid: int | None
+    host: str | None
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def process_gone(self) -> bool:
+        """A run still marked ``running`` whose process on this host has ended (it was
+        killed, or the machine went down): it will never finish."""
+        if self.status != "running" or self.host != _HOST or not self.pid:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "id": self.id,
+            "session_id": self.session_id,
+            "name": self.name,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "pid": self.pid,
+            "host": self.host,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+        }
+        if self.process_gone:
+            data["process_gone"] = True
+        return data
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    run_id: str
+    id: str
+    parent_id: str | None
+    depth: int
+    name: str
+    session_id: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    report: dict[str, Any] | None
+    trace: list[dict[str, Any]] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "name": self.name,
+            "session_id": self.session_id,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "report": self.report,
+            "trace": self.trace,
+        }
+
+
+_RUN_COLUMNS = "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens"
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+class Runs:
+    """``store.runs``: record agent runs and read them back."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- writing (by the agent) ----------------------------------------------------------
+
+    def start_agent(self, record: RunRecord, *, name: str) -> None:
+        """An agent run starts: its row, and the run's (new, or running again)."""
+        assert record.agent_id is not None
+        now = time.time()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO runs (id, session_id, name, status, started_at, pid, host) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (record.run_id, record.session_id, name, now, os.getpid(), _HOST),
+            )
+            if record.parent is None:
+                conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (record.run_id,))
+            conn.execute(
+                "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+                (record.run_id, record.agent_id, record.parent, record.depth, name, record.session_id, now),
+            )
+
+    def report(self, record: RunRecord, report: dict[str, Any]) -> None:
+        """The report so far (after each turn), so a crashed run still shows its turns."""
+        with self.db.write() as conn:
+            conn.execute(
+                "UPDATE agents SET report = ? WHERE run_id = ? AND id = ?",
+                (_dump(report), record.run_id, record.agent_id),
+            )
+
+    def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
+        """An agent run ended with ``status``; its usage counts toward the run's."""
+        now = time.time()
+        usage = report.get("usage") or {}
+        with self.db.write() as conn:
+            conn.execute(
+                "UPDATE agents SET status = ?, ended_at = ?, report = ? WHERE run_id = ? AND id = ?",
+                (status, now, _dump(report), record.run_id, record.agent_id),
+            )
+            conn.execute(
+                "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?",
+                (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), record.run_id),
+            )
+            if record.parent is None:
+                running = conn.execute(
+                    "SELECT 1 FROM agents WHERE run_id = ? AND parent_id IS NULL AND status = 'running'",
+                    (record.run_id,),
+                ).fetchone()
+                if running is None:
+                    conn.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", (status, now, record.run_id))
+
+    def save_trace(self, run_id: str, agent_id: str, trace: list[dict[str, Any]]) -> None:
+        """Store an agent run's trace with it (the bundled ``session`` middleware)."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE agents SET trace = ? WHERE run_id = ? AND id = ?", (_dump(trace), run_id, agent_id))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def list(self, *, session: str | None = None, limit: int | None = None) -> builtins.list[RunInfo]:
+        """Runs, newest first; ``session``: those with an agent in that session."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        params: builtins.list[Any] = []
+        if session is not None:
+            sql += " WHERE id IN (SELECT run_id FROM agents WHERE session_id = ?)"
+            params.append(session)
+        sql += " ORDER BY started_at DESC, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self.db.read() as conn:
+            return [RunInfo(*row) for row in conn.execute(sql, params).fetchall()]
+
+    def get(self, run_id: str) -> RunInfo:
+        """The run of that id, or of a unique prefix of it (as printed by ``runs list``)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (run_id, run_id + "\uffff")
+            ).fetchall()
+        exact = [row for row in rows if row[0] == run_id]
+        if exact:
+            return RunInfo(*exact[0])
+        if len(rows) == 1 and run_id:
+            return RunInfo(*rows[0])
+        if len(rows) > 1:
+            raise NotFound("run", run_id, "that prefix matches several runs: give more of the id")
+        raise NotFound("run", run_id, "agent-apps runs list shows the runs")
+
+    def agents(self, run_id: str) -> builtins.list[AgentInfo]:
+        """The agent runs of a run, in the order they started."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace "
+                "FROM agents WHERE run_id = ? ORDER BY started_at, rowid",
+                (run_id,),
+            ).fetchall()
+        return [
+            AgentInfo(
+                run_id,
+                ident,
+                parent,
+                depth,
+                name,
+                session,
+                status,
+                started,
+                ended,
+                json.loads(report) if report else None,
+                json.loads(trace) if trace else None,
+            )
+            for run_id, ident, parent, depth, name, session, status, started, ended, report, trace in rows
+        ]

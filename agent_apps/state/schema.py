@@ -1,0 +1,85 @@
+"""The state store's schema: an append-only list of migrations.
+
+``PRAGMA user_version`` holds how many of :data:`MIGRATIONS` a database has had. A new
+feature appends migration N+1 (never edits an earlier one): databases of every earlier
+release then upgrade on open, in one transaction, and a database from a newer release
+is refused with a clear error instead of being misread.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS"]
+
+#: ``PRAGMA application_id`` of an agent-apps state store ("aaps"): another program's
+#: SQLite file is refused instead of being written into.
+APPLICATION_ID = 0x61617073
+
+_V1 = """
+-- A session: a long-lived conversation. Its messages live in `messages`; the window a
+-- model sees starts after `summary_through` (older messages stay stored, summarized by
+-- `summary`). `anchor_*` is the last input-token count a provider reported for it.
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    seq INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    memory TEXT,
+    summary TEXT,
+    summary_through INTEGER NOT NULL DEFAULT 0,
+    anchor_tokens INTEGER,
+    anchor_seq INTEGER,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX sessions_updated ON sessions (updated_at);
+
+-- One message of a session, in the neutral format (JSON), numbered 1, 2, ... per session;
+-- `stale`: how a long tool result is shown once it is old (made once, when stored).
+CREATE TABLE messages (
+    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    run_id TEXT,
+    created_at REAL NOT NULL,
+    role TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    stale TEXT,
+    PRIMARY KEY (session_id, seq)
+);
+
+-- A run: one invocation tree. Its status follows its outermost agents.
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    pid INTEGER,
+    host TEXT,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_started ON runs (started_at);
+
+-- Each agent run inside a run (the tree: parent_id, depth), its report and its trace.
+CREATE TABLE agents (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    parent_id TEXT,
+    depth INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    session_id TEXT,
+    status TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    report TEXT,
+    trace TEXT,
+    PRIMARY KEY (run_id, id)
+);
+CREATE INDEX agents_session ON agents (session_id, started_at) WHERE session_id IS NOT NULL;
+"""
+_V1 += f"PRAGMA application_id = {APPLICATION_ID};\n"
+
+#: Migration N (1-based) brings a database from version N-1 to N. Append only.
+MIGRATIONS: tuple[str, ...] = (_V1,)

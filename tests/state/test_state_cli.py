@@ -1,0 +1,130 @@
+"""``agent-apps sessions ...``, ``agent-apps runs ...`` and ``invoke --session``."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_apps.cli import main
+from agent_apps.config import agent_apps_home
+from agent_apps.state import StateStore
+
+SKILL = """
+---
+description: Counts its runs.
+metadata:
+  model:
+    agent: agent-scripted
+    script:
+      - text: "Counting."
+        code: "memory['n'] = memory.get('n', 0) + 1\\nprint(memory['n'])"
+      - text: "Counted."
+---
+Count.
+"""
+
+
+@pytest.fixture
+def skills(tmp_path):
+    folder = tmp_path / "skills"
+    folder.mkdir()
+    (folder / "counter.skill.md").write_text(textwrap.dedent(SKILL).lstrip())
+    return folder
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_invoke_with_a_session_then_list_show_export_import_fork_rm(capsys, skills, tmp_path):
+    for task in ("one", "two"):
+        code, out, _ = run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", f"task={task}")
+        assert code == 0 and out.strip() == "Counted."
+    code, out, _ = run(capsys, "sessions", "list")
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "MESSAGES", "TOKENS", "UPDATED"]
+    assert out.splitlines()[1].split()[:2] == ["s1", "8"]
+    code, out, _ = run(capsys, "sessions", "show", "s1")
+    assert code == 0 and "#1 user: one" in out and "#5 user: two" in out and '"n": 2' in out
+    code, out, _ = run(capsys, "sessions", "export", "s1")
+    exported = json.loads(out)
+    assert exported["format"] == "agent-apps/session" and len(exported["messages"]) == 8
+    snapshot = tmp_path / "s1.json"
+    snapshot.write_text(out)
+    code, _, err = run(capsys, "sessions", "import", snapshot)
+    assert code == 2 and "session 's1' already exists" in err and "--as" in err
+    code, out, _ = run(capsys, "sessions", "import", snapshot, "--as", "s2")
+    assert code == 0 and "imported session s2 (8 messages)" in out
+    code, out, _ = run(capsys, "sessions", "export", "s2")
+    assert {**json.loads(out), "id": "s1"} == exported
+    code, out, _ = run(capsys, "sessions", "fork", "s2", "s3")
+    assert code == 0 and "as s3" in out
+    code, out, _ = run(capsys, "sessions", "list", "--json")
+    assert sorted(s["id"] for s in json.loads(out)) == ["s1", "s2", "s3"]
+    code, out, _ = run(capsys, "sessions", "rm", "s3")
+    assert code == 0
+    code, _, err = run(capsys, "sessions", "show", "s3")
+    assert code == 2 and err.strip() == "error: no session 's3' (agent-apps sessions list shows the sessions)"
+
+
+def test_runs_list_and_show(capsys, skills):
+    run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=x")
+    run(capsys, "invoke", "counter", "--path", skills, "task=y")
+    code, out, err = run(capsys, "runs", "list")
+    lines = out.splitlines()
+    assert code == 0, err
+    assert code == 0 and lines[0].split()[:4] == ["RUN", "STARTED", "STATUS", "NAME"] and len(lines) == 3
+    code, out, _ = run(capsys, "runs", "list", "--session", "s1", "--json")
+    (listed,) = json.loads(out)
+    assert listed["session_id"] == "s1" and listed["status"] == "done"
+    code, out, _ = run(capsys, "runs", "show", listed["id"][:8])
+    assert code == 0 and out.startswith(f"run {listed['id']}: done")
+    assert "agent counter" in out and "step 0:" in out and "invoke: 1 bytes" in out and "trace: " in out
+    code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
+    data = json.loads(out)
+    (agent,) = data["agents"]
+    assert agent["report"]["steps"][0]["tool_calls"][0]["result_size"] == 1 and agent["trace"]
+    code, _, err = run(capsys, "runs", "show", "ffffffff")
+    assert code == 2 and "no run 'ffffffff'" in err
+
+
+def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    lines = ["{", '  "format": "agent-apps/session",', '  "version": 1,', '  "id": "x",', '  "messages": [']
+    bad.write_text("\n".join([*lines, '    {"seq": 1, "role": "bot"}', "  ]", "}", ""]))
+    code, _, err = run(capsys, "sessions", "import", bad)
+    assert code == 2 and err.startswith(f"error: {bad}:6: messages[0].role: 'bot' is not one of")
+    bad.write_text("{\n  oops\n}")
+    code, _, err = run(capsys, "sessions", "import", bad)
+    assert code == 2 and f"{bad}:2: not valid JSON" in err
+    code, _, err = run(capsys, "sessions", "import", tmp_path / "missing.json")
+    assert code == 2 and "missing.json: cannot read it" in err
+
+
+def test_bad_session_id_on_the_command_line(capsys, skills):
+    code, _, err = run(capsys, "invoke", "counter", "--path", skills, "--session", "no spaces")
+    assert code == 2 and "--session: bad session id 'no spaces'" in err
+
+
+def test_a_damaged_store_is_one_clear_line(capsys):
+    path = Path(agent_apps_home()) / "state.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not sqlite at all " * 100)
+    code, _, err = run(capsys, "sessions", "list")
+    assert (
+        code == 1 and err.startswith(f"error: state store {path}: the file is damaged") and len(err.splitlines()) == 1
+    )
+
+
+def test_the_state_env_variable_points_elsewhere(capsys, tmp_path, monkeypatch):
+    target = tmp_path / "elsewhere.db"
+    monkeypatch.setenv("AGENT_APPS_STATE", str(target))
+    StateStore(target).sessions.append("far", [{"role": "user", "text": "hi"}])
+    code, out, _ = run(capsys, "sessions", "list", "--json")
+    assert [s["id"] for s in json.loads(out)] == ["far"]
+    assert not os.path.exists(Path(agent_apps_home()) / "state.db")

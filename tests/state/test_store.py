@@ -1,0 +1,258 @@
+"""The state store's database: created on first use, migrations, refusals, processes.
+
+Real SQLite files, real processes: two writers at once, and a process killed mid-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from agent_apps import ContextManager
+from agent_apps.state import MEMORY, StateError, StateStore, _db, state_path
+from agent_apps.state.schema import APPLICATION_ID, MIGRATIONS
+
+PYTHON = sys.executable
+
+
+def test_created_on_first_use_with_a_schema_version_in_wal_mode(tmp_path):
+    path = tmp_path / "deep" / "state.db"
+    store = StateStore(path)
+    assert not path.exists()  # constructing opens nothing
+    assert store.sessions.list() == []
+    assert path.exists()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"sessions", "messages", "runs", "agents"} <= tables
+
+
+def test_a_manager_that_runs_no_agent_never_opens_the_store(tmp_path, write_skill, context_manager):
+    write_skill("plain", "frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
+    assert context_manager.invoke_sync("plain") == 1
+    assert not (tmp_path / "agent-apps-home" / "state.db").exists()
+    assert not context_manager.state.db.opened
+
+
+def test_in_memory_store(tmp_path):
+    cm = ContextManager(cwd=tmp_path, home=tmp_path, state=MEMORY, env=False, project=False, user=False)
+    cm.state.sessions.append("s", [{"role": "user", "text": "hi"}])
+    assert cm.state.sessions.get("s").messages == 1
+    assert not (tmp_path / "state.db").exists()
+
+
+def test_a_newer_migration_upgrades_an_older_database_in_place(tmp_path, monkeypatch):
+    path = tmp_path / "state.db"
+    StateStore(path).sessions.append("s", [{"role": "user", "text": "kept"}])
+    extra = "CREATE TABLE schedules (id TEXT PRIMARY KEY, every REAL);\nINSERT INTO schedules VALUES ('x', 60);\n"
+    monkeypatch.setattr(_db, "MIGRATIONS", (*MIGRATIONS, extra))
+    store = StateStore(path)
+    assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
+    assert conn.execute("SELECT every FROM schedules").fetchone() == (60,)
+
+
+def test_a_database_of_a_newer_version_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "state.db"
+    StateStore(path).sessions.append("s", [{"role": "user", "text": "hi"}])
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError) as info:
+        StateStore(path).sessions.list()
+    assert str(path) in str(info.value) and "newer agent-apps" in str(info.value)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (1,)  # nothing reset
+
+
+def test_a_corrupt_file_is_refused_naming_it_and_left_unchanged(tmp_path):
+    path = tmp_path / "state.db"
+    garbage = b"this is not a database, it was overwritten by something else\n" * 200
+    path.write_bytes(garbage)
+    with pytest.raises(StateError) as info:
+        StateStore(path).sessions.list()
+    assert str(path) in str(info.value) and "damaged or not a database" in str(info.value)
+    assert path.read_bytes() == garbage
+
+
+def test_another_programs_sqlite_database_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match="another program"):
+        StateStore(path).sessions.list()
+    assert sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall() == [("invoices",)]
+
+
+def test_where_the_store_lives(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    cm = ContextManager(cwd=project / "sub", home=home, env=False, user=False)
+    assert cm.state.path == str(home / "state.db")
+    (project / "agent-apps.yaml").write_text("state:\n  path: .agent-apps/state.db\n")
+    cm = ContextManager(cwd=project / "sub", home=home, env=False, user=False)
+    assert cm.state.path == str(project / ".agent-apps" / "state.db")  # relative to the config file
+    monkeypatch.setenv("AGENT_APPS_STATE", str(tmp_path / "env.db"))
+    assert state_path(cm.cascade, home) == str(tmp_path / "env.db")
+    cm = ContextManager(cwd=project, home=home, state=tmp_path / "explicit.db")
+    assert cm.state.path == str(tmp_path / "explicit.db")
+
+
+def test_a_busy_database_stalls_the_store_thread_not_the_event_loop(tmp_path):
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    store.sessions.list()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        write = asyncio.create_task(store.call(store.sessions.append, "s", [{"role": "user", "text": "x"}]))
+        while ticks < 5:
+            await asyncio.sleep(0.01)
+        assert not write.done()  # still waiting for the lock, while the loop runs on
+        blocker.execute("COMMIT")
+        last = await asyncio.wait_for(write, 30)
+        task.cancel()
+        return last
+
+    assert asyncio.run(main()) == 1
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+WRITER = """
+import sys
+from agent_apps.state import StateStore
+store = StateStore(sys.argv[1])
+name, count = sys.argv[2], int(sys.argv[3])
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(count):
+    store.sessions.append("shared", [{"role": "user", "text": f"{name}-{i}"}], run_id=name)
+"""
+
+
+def test_two_processes_appending_to_one_session_lose_nothing(tmp_path):
+    path = tmp_path / "state.db"
+    StateStore(path).sessions.list()  # created up front: both writers race on appends only
+    count = 150
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", WRITER, str(path), name, str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in procs:  # start both at once
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            assert proc.wait(timeout=120) == 0
+    finally:
+        for proc in procs:
+            proc.kill()
+    entries = StateStore(path).sessions.messages("shared")
+    assert [e.seq for e in entries] == list(range(1, 2 * count + 1))
+    for name in ("a", "b"):
+        mine = [e.message["text"] for e in entries if e.message["text"].startswith(name + "-")]
+        assert mine == [f"{name}-{i}" for i in range(count)]  # all there, in each writer's order
+    assert StateStore(path).sessions.get("shared").messages == 2 * count
+
+
+SKILL = """
+---
+description: Talks for three turns; the third never comes.
+metadata:
+  model:
+    agent: agent-scripted
+    script:
+      - text: "one"
+        code: "memory['turn'] = 1\\nprint('first')"
+      - text: "two"
+        code: "memory['turn'] = 2\\nprint('second')"
+      - text: "three"
+        delay: 600
+---
+Be slow.
+"""
+
+
+def test_kill_9_mid_run_loses_at_most_the_turn_in_flight(tmp_path):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "slow.skill.md").write_text(textwrap.dedent(SKILL).lstrip())
+    path = tmp_path / "state.db"
+    env = {**os.environ, "AGENT_APPS_STATE": str(path), "AGENT_APPS_HOME": str(tmp_path / "home")}
+    cli = [PYTHON, "-m", "agent_apps", "invoke", "slow", "--path", str(skills), "--session", "k", "task=go"]
+    proc = subprocess.Popen(cli, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the second turn is stored
+            if path.exists():
+                try:
+                    conn = sqlite3.connect(path, timeout=5)
+                    found = conn.execute("SELECT count(*) FROM messages WHERE session_id = 'k'").fetchone()[0]
+                    conn.close()
+                except sqlite3.Error:
+                    found = 0
+                if found >= 5:
+                    break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run never stored its second turn")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    store = StateStore(path)
+    texts = [(e.message["role"], e.message.get("text")) for e in store.sessions.messages("k")]
+    assert texts == [
+        ("user", "go"),
+        ("assistant", "one"),
+        ("tool", "first"),
+        ("assistant", "two"),
+        ("tool", "second"),
+    ]
+    assert store.sessions.get("k").memory["turn"] == 2
+    (run,) = store.runs.list(session="k")
+    assert run.status == "running" and run.process_gone
+    (agent,) = store.runs.agents(run.id)
+    assert [step["turn"] for step in agent.report["steps"]] == [1, 2]
+    # the store stays usable: a new run continues the session
+    store.sessions.append("k", [{"role": "user", "text": "after"}])
+    assert json.loads(json.dumps(store.sessions.export("k")))["messages"][-1]["text"] == "after"
