@@ -1,8 +1,10 @@
 """The ``agent-apps`` command (CONTRACT section 5).
 
-Exit status: 0 done; 1 the skill failed; 2 the call was wrong (unknown skill, invalid
-args, not allowed, bad command line); 130 interrupted. Errors go to stderr in one or
-two plain lines; ``--debug`` adds the traceback.
+Exit status: 0 done; 1 the skill failed (``list``: some files failed to load); 2 the
+call was wrong (unknown skill, invalid args, not allowed, bad command line); 130
+interrupted; 141 the reader of stdout went away (``agent-apps list | head``). Errors go
+to stderr in one or two plain lines, each starting ``error:``; ``--debug`` adds the
+traceback.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from .errors import AgentAppsError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
@@ -29,6 +31,14 @@ _GROUPS = {
 
 class UsageError(Exception):
     """A bad command line (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the same ``error: ...`` style as every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,20 +52,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or EXIT_OK)
     except KeyboardInterrupt:
-        print("agent-apps: interrupted", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_closed()
     except UsageError as exc:
-        print(f"agent-apps: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except AgentAppsError as exc:
         return _report(exc, args)
     except Exception as exc:  # a bug of ours: still one clear line unless --debug
         if args.debug:
             raise
-        print(
-            f"agent-apps: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr
-        )
+        print(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): end quietly, as ``ls | head`` does.
+
+    stdout is pointed at /dev/null so that the flush at exit does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_PIPE
 
 
 def _parse(
@@ -104,7 +124,7 @@ def _manager(args: argparse.Namespace) -> Any:
 
     for path in args.path:
         if not os.path.isdir(path):
-            print(f"agent-apps: warning: --path {path}: no such directory", file=sys.stderr)
+            print(f"warning: --path {path}: no such directory", file=sys.stderr)
     return ContextManager(search_path=args.path)
 
 
@@ -136,8 +156,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     status = served.get("status")
     if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
         print(
-            f"error: {skill.name}: {served.get('message') or status} ({served.get('turns')} turns, "
-            f"{served.get('steps')} steps; model.{status} sets the limit); the partial result is on stdout",
+            f"error: {skill.name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
+            f"{_count(served.get('steps') or 0, 'step')}; model.{status} sets the limit); "
+            "the partial result is on stdout",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -145,8 +166,16 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """Exit status 1 when a skill file, a package, an MCP server or the config failed to
+    load: the listing is then incomplete, and scripts and CI should notice. With
+    ``--strict``, warnings about skill files count as failures too."""
     cm = _manager(args)
     catalog = cm.catalog
+    errors: list[Exception] = list(cm.errors)
+    try:
+        cm.config_for(None)
+    except AgentAppsError as exc:
+        errors.append(exc)
     if args.json:
         entries = [
             {
@@ -158,7 +187,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             if args.all or (entry.shadowed_by is None)
         ]
         json.dump(
-            {"skills": entries, "errors": [str(e) for e in cm.errors], "warnings": catalog.warnings},
+            {"skills": entries, "errors": [str(e) for e in errors], "warnings": catalog.warnings},
             sys.stdout,
             indent=2,
         )
@@ -176,18 +205,21 @@ def cmd_list(args: argparse.Namespace) -> int:
             else:
                 rows.append((skill.name, _first_line(skill.description)))
         _table(rows, sys.stdout)
-    if cm.errors:
-        print(f"\n{len(cm.errors)} skill file(s) could not be loaded:", file=sys.stderr)
-        for error in cm.errors:
+    if errors:
+        print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
+        for error in errors:
             print(f"  {error}", file=sys.stderr)
     warnings = catalog.warnings
     if warnings and args.strict:
-        print(f"\n{len(warnings)} warning(s), errors with --strict:", file=sys.stderr)
+        print(f"\n{_count(len(warnings), 'warning')}, errors with --strict:", file=sys.stderr)
         for warning in warnings:
             print(f"  {warning}", file=sys.stderr)
     elif warnings:
-        print(f"\n{len(warnings)} warning(s) about skill files: 'agent-apps list --strict' shows them", file=sys.stderr)
-    return EXIT_FAILED if args.strict and (warnings or cm.errors) else EXIT_OK
+        print(
+            f"\n{_count(len(warnings), 'warning')} about skill files: 'agent-apps list --strict' shows them",
+            file=sys.stderr,
+        )
+    return EXIT_FAILED if errors or (args.strict and warnings) else EXIT_OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -242,11 +274,34 @@ def cmd_config(args: argparse.Namespace) -> int:
         json.dump({"values": resolved.values, "sources": resolved.sources}, sys.stdout, indent=2)
         print()
         return EXIT_OK
-    rows: list[tuple[str, ...]] = [
-        (key, json.dumps(_dotted(resolved.values, key)), source) for key, source in sorted(resolved.sources.items())
-    ]
-    _table(rows, sys.stdout)
+    _table(_config_rows(resolved, cm.config_keys() or {}), sys.stdout)
     return EXIT_OK
+
+
+def _config_rows(resolved: Any, keys: dict[tuple[str, ...], str]) -> list[tuple[str, ...]]:
+    """One row per config value, cut to ``_VALUE_WIDTH`` characters (``--json`` has it all).
+
+    Only sections the key table breaks down (``model``, ``model.sandbox``, ...) are
+    shown key by key: a skill's ``returns`` schema or ``model.params`` is one row, with
+    the layers that set any part of it.
+    """
+    from .config import MAPPING, expected_type
+
+    rows: dict[str, list[str]] = {}
+    for dotted, source in sorted(resolved.sources.items()):
+        parts = tuple(dotted.split("."))
+        cut = next((i for i in range(1, len(parts)) if expected_type(keys, parts[:i]) != MAPPING), len(parts))
+        sources = rows.setdefault(".".join(parts[:cut]), [])
+        if source not in sources:
+            sources.append(source)
+    return [(key, _cut(json.dumps(_dotted(resolved.values, key))), " + ".join(src)) for key, src in rows.items()]
+
+
+_VALUE_WIDTH = 60
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 1] + "…"
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -347,6 +402,10 @@ def _dotted(values: dict[str, Any], key: str) -> Any:
     return values
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= 80 else line[:77] + "..."
@@ -366,18 +425,23 @@ def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser, and the subcommands whose options may be intermixed with positionals."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)"
     )
     common.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    parser = argparse.ArgumentParser(prog="agent-apps", description="Run and inspect skills.")
+    from . import __version__
+
+    parser = _Parser(prog="agent-apps", description="Run and inspect skills.")
+    parser.add_argument("--version", action="version", version=f"agent-apps {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("invoke", parents=[common], help="invoke a skill and print its result")
     p.add_argument("name", metavar="NAME", help="a skill name, or a path to a skill file")
-    p.add_argument("pairs", nargs="*", metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)")
+    p.add_argument(
+        "pairs", nargs="*", default=[], metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)"
+    )
     p.add_argument("--args", metavar="JSON|@FILE", help="args as a JSON object, or @file.json")
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")

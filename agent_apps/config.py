@@ -20,10 +20,10 @@ from __future__ import annotations
 import copy
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError
 from .skill import Skill
@@ -31,7 +31,7 @@ from .skill import Skill
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["DEFAULTS", "Cascade", "Layer", "Resolved", "agent_apps_home", "call_config"]
+__all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_home", "call_config"]
 
 CONFIG_FILE = "agent-apps.yaml"
 
@@ -56,9 +56,19 @@ DEFAULTS: dict[str, Any] = {
 
 _CONCATENATED = {"middleware"}
 
-# The types of the keys agent-apps itself reads, checked for every layer, so that a typo
-# in a config file is an error naming the file and line instead of a surprise later.
+# Every key agent-apps reads, with its type. A config file, a skill's metadata (below its
+# config sections) or a call holding a key of the wrong type, or a key of no table, is an
+# error naming the file, the line, the key and the nearest known key: a typo must not
+# pass silently. Adding a key is one line here. ``*`` stands for any name (the servers
+# under mcp_servers); the contents of a key typed _ANY are not checked. Packages declare
+# their own keys with the ``agent_apps_config_keys`` hook, provider skills the ``model.*``
+# keys they read in ``metadata.config_keys``.
 _INT, _NUM, _BOOL, _STR, _MAP = "an integer", "a number", "true or false", "a string", "a mapping"
+_LIST, _ANY = "a list", "any value"
+MAPPING = _MAP
+#: The types a key may be declared with (``agent_apps_config_keys`` values; None is _ANY).
+#: Each may end with " or null" ("a string or null"): then null is valid too.
+KEY_TYPES: tuple[str, ...] = (_INT, _NUM, _BOOL, _STR, _MAP, "a list of strings", _LIST, _ANY)
 _KNOWN: dict[tuple[str, ...], str] = {
     ("middleware",): "a list of strings",
     ("model",): _MAP,
@@ -75,6 +85,12 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "temperature"): _NUM,
     ("model", "max_tokens"): _INT,
     ("model", "sandbox"): _MAP,
+    ("model", "sandbox", "timeout"): _NUM,
+    ("model", "sandbox", "memory_mb"): _INT,
+    ("model", "sandbox", "output_kb"): _INT,
+    ("model", "sandbox", "max_calls"): _INT,
+    ("model", "sandbox", "max_payload_kb"): _INT,
+    ("model", "sandbox", "max_recursion"): _INT,
     ("model", "retention"): _STR,
     ("model", "context_window"): _INT,
     ("model", "compaction"): _MAP,
@@ -84,40 +100,154 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "compaction", "reserve"): _INT,
     ("model", "compaction", "stale_turns"): _INT,
     ("model", "compaction", "window_messages"): _INT,
-    ("model", "compaction", "model"): _MAP,
+    ("model", "compaction", "model"): _MAP,  # model keys for the summarizer's call
+    ("model", "compaction", "model", "*"): _ANY,
     ("model", "history"): _STR,
     ("model", "workspace"): _STR,
     ("model", "middleware"): "a list of strings",
     ("state",): _MAP,
     ("state", "path"): _STR,
     ("security",): _MAP,
-    ("security", "allowed_paths"): "a list of strings",
+    ("security", "allowed_paths"): "a list of strings or null",
     ("security", "denied_paths"): "a list of strings",
     ("security", "env"): "a list of strings",
     ("security", "mode"): _STR,
-    ("security", "workspace"): _STR,
+    ("security", "workspace"): "a string or null",
     ("security", "timeout"): _NUM,
     ("security", "output_kb"): _INT,
     ("security", "policy"): _MAP,
+    ("security", "builtin_denied_paths"): _BOOL,
+    ("security", "http"): _MAP,
+    ("security", "http", "timeout"): _NUM,
+    ("security", "http", "max_kb"): _INT,
+    ("security", "http", "allow_private"): _BOOL,
+    ("security", "policy", "allow"): "a list of strings",
+    ("security", "policy", "ask"): "a list of strings",
+    ("security", "policy", "deny"): "a list of strings",
+    ("security", "policy", "interactive"): _MAP,
+    ("security", "policy", "unattended"): _MAP,
+    ("security", "policy", "*", "allow"): "a list of strings",  # * is the mode
+    ("security", "policy", "*", "ask"): "a list of strings",
+    ("security", "policy", "*", "deny"): "a list of strings",
+    ("security", "policy", "*", "categories"): _ANY,
     ("mcp_servers",): _MAP,
+    ("mcp_servers", "*"): _MAP,  # a server
+    ("mcp_servers", "*", "command"): _STR,
+    ("mcp_servers", "*", "args"): _LIST,
+    ("mcp_servers", "*", "env"): _ANY,
+    ("mcp_servers", "*", "cwd"): _STR,
+    ("mcp_servers", "*", "url"): _STR,
+    ("mcp_servers", "*", "headers"): _ANY,
+    ("mcp_servers", "*", "timeout"): _NUM,
+    ("mcp_servers", "*", "startup_timeout"): _NUM,
+    ("mcp_servers", "*", "mode"): _STR,
 }
 
 
-def config_problem(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
+def config_problem(
+    data: Mapping[str, Any], prefix: tuple[str, ...] = (), keys: Mapping[tuple[str, ...], str] | None = None
+) -> tuple[tuple[str, ...], str] | None:
     """``(key path, expected)`` for the first known key of the wrong type, else None."""
+    keys = _KNOWN if keys is None else keys
     for key, value in data.items():
         path = (*prefix, str(key))
-        expected = _KNOWN.get(path)
+        expected = expected_type(keys, path)
         if expected is not None and not _is(value, expected):
             return path, expected
-        if isinstance(value, Mapping) and len(path) < 3:
-            problem = config_problem(value, path)
+        if isinstance(value, Mapping) and expected == _MAP:
+            problem = config_problem(value, path, keys)
             if problem:
                 return problem
     return None
 
 
+def unknown_key(
+    data: Mapping[str, Any], keys: Mapping[tuple[str, ...], str], *, open_root: bool = False
+) -> tuple[tuple[str, ...], str] | None:
+    """``(key path, hint)`` for the first key no table knows, else None.
+
+    ``open_root``: top-level keys are free (a skill's metadata), only the known sections
+    below them are checked. The hint names the nearest known key, if one is close.
+    """
+
+    def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+        for key, value in node.items():
+            path = (*prefix, str(key))
+            expected = expected_type(keys, path)
+            if expected is None:
+                if prefix or not open_root:
+                    return path, _nearest(keys, path)
+                continue
+            if expected == _MAP and isinstance(value, Mapping):
+                problem = walk(value, path)
+                if problem:
+                    return problem
+        return None
+
+    return walk(data, ())
+
+
+def expected_type(keys: Mapping[tuple[str, ...], str], path: tuple[str, ...]) -> str | None:
+    """The declared type of ``path`` (``*`` in a declared key matches any one name)."""
+    found = keys.get(path)
+    if found is None:
+        for i in range(len(path)):
+            found = keys.get((*path[:i], "*", *path[i + 1 :]))
+            if found is not None:
+                break
+    return found
+
+
+def key_table(
+    declared: Iterable[Mapping[str, str | None] | None] = (), skills: Iterable[Skill] = ()
+) -> dict[tuple[str, ...], str]:
+    """Every known key: agent-apps' own, plus what plugins declare (``{dotted: type}``
+    from the ``agent_apps_config_keys`` hook) and what skills declare (the dotted keys in
+    their ``metadata.config_keys``, of any type). The sections above a key come with it."""
+    table = dict(_KNOWN)
+
+    def add(dotted: str, expected: str, who: str) -> None:
+        if expected.removesuffix(" or null") not in KEY_TYPES:
+            kinds = ", ".join(KEY_TYPES)
+            raise ConfigError(f"{who} declares config key {dotted!r} as {expected!r}: use one of {kinds}")
+        path = tuple(str(dotted).split("."))
+        for i in range(1, len(path)):
+            table.setdefault(path[:i], _MAP)
+        table.setdefault(path, expected)
+
+    for keys in declared:
+        for dotted, expected in (keys or {}).items():
+            add(dotted, expected or _ANY, "a plugin (agent_apps_config_keys)")
+    for skill in skills:
+        for dotted in skill.metadata.get("config_keys") or ():
+            add(dotted, _ANY, f"skill {skill.name} (metadata.config_keys)")
+    return table
+
+
+def _nearest(keys: Mapping[tuple[str, ...], str], path: tuple[str, ...]) -> str:
+    """`` (did you mean 'model.max_turns'?)`` for a mistyped key, or the known keys beside it."""
+    import difflib
+
+    siblings = sorted(
+        {k[-1] for k in keys if len(k) == len(path) and k[-1] != "*" and expected_type(keys, (*path[:-1], k[-1]))}
+    )
+    close = difflib.get_close_matches(path[-1], siblings, n=1)
+    if close:
+        return f" (did you mean {'.'.join((*path[:-1], close[0]))!r}?)"
+    # A key in the wrong section (``max_turns`` at the top instead of under ``model``).
+    dotted = {".".join(k): k[-1] for k in keys if "*" not in k}
+    close = difflib.get_close_matches(path[-1], sorted(set(dotted.values())), n=1, cutoff=0.8)
+    if close:
+        return f" (did you mean {min(d for d, last in dotted.items() if last == close[0])!r}?)"
+    return f"; known keys here: {', '.join(siblings)}" if siblings else ""
+
+
 def _is(value: Any, expected: str) -> bool:
+    if expected == _ANY or (value is None and expected.endswith(" or null")):
+        return True
+    expected = expected.removesuffix(" or null")
+    if expected == _LIST:
+        return isinstance(value, list)
     if expected == _MAP:
         return isinstance(value, Mapping)
     if expected == _BOOL:
@@ -174,10 +304,13 @@ def agent_apps_home() -> Path:
 
 @dataclass(frozen=True)
 class Layer:
-    """One source of config values."""
+    """One source of config values; ``path`` and ``line`` locate it for error messages."""
 
     source: str
     data: Mapping[str, Any]
+    kind: Literal["defaults", "file", "metadata", "call"] = "file"
+    path: str | None = None
+    line: int | None = None
 
 
 @dataclass
@@ -199,19 +332,29 @@ class Resolved:
 class Cascade:
     """Reads and caches config files; resolves the cascade for a skill."""
 
-    def __init__(self, *, cwd: Path, home: Path, project: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        cwd: Path,
+        home: Path,
+        project: bool = True,
+        keys: Callable[[], Mapping[tuple[str, ...], str] | None] | None = None,
+    ) -> None:
         self.cwd = cwd
         self.home = home
         self._project = project
         self._files: dict[Path, tuple[int, dict[str, Any]]] = {}
+        #: Every known key (see ``_KNOWN``), or None while it cannot be known yet.
+        self._keys = keys
+        self._checked: dict[str, tuple[Mapping[str, Any], Mapping[tuple[str, ...], str]]] = {}
 
     def base_layers(self) -> list[Layer]:
         """Defaults, user and project layers (those that do not depend on the skill)."""
-        layers = [Layer("defaults", DEFAULTS)]
+        layers = [Layer("defaults", DEFAULTS, "defaults")]
         user = self.home / "config.yaml"
         data = self._read(user)
         if data is not None:
-            layers.append(Layer(str(user), data))
+            layers.append(Layer(str(user), data, path=str(user)))
         if self._project:
             project = self.project_file()
             if project is not None:
@@ -225,18 +368,51 @@ class Cascade:
             for path in self._directory_files(skill):
                 data = self._read(path)
                 if data is not None and str(path) not in seen:
-                    layers.append(Layer(str(path), data))
+                    layers.append(Layer(str(path), data, path=str(path)))
             if skill.metadata:
-                layers.append(Layer(f"{skill.name} metadata ({skill.where('metadata')})", skill.metadata))
+                source = f"{skill.name} metadata ({skill.where('metadata')})"
+                line = skill.key_lines.get("metadata", skill.line)
+                layers.append(Layer(source, skill.metadata, "metadata", skill.path, line))
         if call:
-            layers.append(Layer("call", call))
+            layers.append(Layer("call", call, "call"))
         return layers
 
     def resolve(self, skill: Skill | None, call: Mapping[str, Any] | None = None) -> Resolved:
         resolved = Resolved()
+        keys = self._keys() if self._keys is not None else None
         for layer in self.layers(skill, call):
+            if keys is not None:
+                self.check(layer, keys)
             _merge(resolved, layer.data, layer.source, "", resolved.values)
         return resolved
+
+    def check(self, layer: Layer, keys: Mapping[tuple[str, ...], str]) -> None:
+        """Raise :class:`ConfigError` for a key of no table, or a declared key of the wrong
+        type, naming the file and line (or the call). Files are checked once per change."""
+        done = self._checked.get(layer.source)
+        if layer.kind == "defaults" or (done is not None and done[0] is layer.data and done[1] is keys):
+            return
+        unknown = unknown_key(layer.data, keys, open_root=layer.kind == "metadata")
+        typed = config_problem(layer.data, (), keys) if unknown is None else None
+        if unknown is not None:
+            path, message = unknown[0], f"unknown config key {'.'.join(unknown[0])!r}{unknown[1]}"
+        elif typed is not None:
+            path, message = typed[0], f"{'.'.join(typed[0])} must be {typed[1]}"
+        else:
+            if layer.kind != "call":
+                self._checked[layer.source] = (layer.data, keys)
+            return
+        raise self.error(layer, path, message)
+
+    def error(self, layer: Layer, keys: tuple[str, ...], message: str) -> ConfigError:
+        """A :class:`ConfigError` about ``keys`` of ``layer``: its file and line, or the call."""
+        if layer.kind == "call":
+            error = ConfigError(f"the call's config: {message}")
+            error.call_error = True
+            return error
+        if layer.kind == "metadata":
+            return ConfigError(f"metadata: {message}", path=layer.path or layer.source, line=layer.line)
+        return ConfigError(message, path=layer.path or layer.source, line=_line_in_file(layer.path, keys))
 
     def project_file(self) -> Layer | None:
         """The nearest ``agent-apps.yaml`` or ``[tool.agent-apps]`` from cwd upward."""
@@ -244,12 +420,12 @@ class Cascade:
             candidate = directory / CONFIG_FILE
             data = self._read(candidate)
             if data is not None:
-                return Layer(str(candidate), data)
+                return Layer(str(candidate), data, path=str(candidate))
             pyproject = directory / "pyproject.toml"
             if pyproject.is_file():
                 table = self._read_pyproject(pyproject)
                 if table is not None:
-                    return Layer(f"{pyproject} [tool.agent-apps]", table)
+                    return Layer(f"{pyproject} [tool.agent-apps]", table, path=str(pyproject))
         return None
 
     # -- internals -------------------------------------------------------------------
@@ -304,6 +480,44 @@ class Cascade:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
         return table if isinstance(table, dict) else None
+
+
+def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:
+    """The line of a key in a YAML config file or a ``pyproject.toml``, if it can be found."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return _toml_line(text, ("tool", "agent-apps", *keys)) if path.endswith(".toml") else _line_of(text, keys)
+
+
+def _toml_line(text: str, keys: tuple[str, ...]) -> int | None:
+    """The line of a key in TOML text: a ``[table]`` header or a ``key = ...`` line
+    (the line of the nearest enclosing key when the key sits in an inline table)."""
+    import re
+
+    def parts(dotted: str) -> tuple[str, ...]:
+        return tuple(p.strip().strip("\"'") for p in dotted.split("."))
+
+    table: tuple[str, ...] = ()
+    best: int | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\[?([^\]]+)\]", line)
+        assignment = re.match(r"\s*([A-Za-z0-9_.\-\"' ]+?)\s*=", line)
+        if header:
+            table = parts(header.group(1))
+            found = table
+        elif assignment:
+            found = (*table, *parts(assignment.group(1)))
+        else:
+            continue
+        if found == keys:
+            return number
+        if len(found) > 2 and keys[: len(found)] == found:
+            best = number
+    return best
 
 
 def _line_of(text: str, keys: tuple[str, ...]) -> int | None:

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import fnmatch
 import os
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import pipeline
 from .allowed_tools import Visible, visible_tools
-from .config import Cascade, Resolved, agent_apps_home
+from .config import Cascade, Layer, Resolved, agent_apps_home, key_table
 from .context import Context, Signal
-from .errors import AgentAppsError, Cancelled, SkillNotFound, ToolNotAllowed
+from .errors import AgentAppsError, Cancelled, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
 from .middleware import MiddlewareFn, compose, expand_agent, skill_middleware
@@ -65,13 +66,15 @@ class ContextManager:
         self.home = Path(home) if home is not None else agent_apps_home()
         self.max_depth = max_depth
         self.events = EventBus(self)
-        self.cascade = Cascade(cwd=self.cwd, home=self.home, project=project)
+        self.cascade = Cascade(cwd=self.cwd, home=self.home, project=project, keys=self.config_keys)
         self._explicit = [Path(p) for p in (search_path or ())]
         self._layers = {"env": env, "project": project, "user": user, "bundled": bundled}
         self._plugins = list(plugins)
         self._entry_points = entry_points
         self._middleware = list(middleware)
         self._catalog: Catalog | None = None
+        self._building = False
+        self._keys: dict[tuple[str, ...], str] | None = None
         self._plugin_errors: list[PluginError] = []
         self._pm: Any = None
         self._callbacks: dict[str, Skill] = {}
@@ -87,6 +90,7 @@ class ContextManager:
     def catalog(self) -> Catalog:
         """Every skill on the search path (built on first use; :meth:`reload` rebuilds)."""
         if self._catalog is None:
+            self._building = True
             pm, dists, self._plugin_errors = load_plugins(self._plugins, entry_points=self._entry_points)
             self._pm = pm
             roots = self.roots(pm, dists)
@@ -94,6 +98,7 @@ class ContextManager:
             contributed = pm.hook.agent_apps_skills(manager=self)
             sources: list[Root | Iterable[Skill]] = [r for r in roots if r.origin != "bundled"]
             self._catalog = Catalog.build([*sources, *contributed, *bundled])
+            self._building = False
             pm.hook.agent_apps_configure(manager=self)
         return self._catalog
 
@@ -137,6 +142,7 @@ class ContextManager:
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
         self._catalog = None
+        self._keys = None
         self._files.clear()
         self._middleware_fns.clear()
 
@@ -155,12 +161,19 @@ class ContextManager:
         """The skill named ``name``, or :class:`SkillNotFound` with suggestions."""
         skill = self.catalog.skills.get(name)
         if skill is None:
-            for error in self.catalog.errors:  # a file of that name failed to load: say why
-                if error.skill == name or skill_name_for(Path(error.path)) == name:
-                    raise error
-            close = difflib.get_close_matches(name, list(self.catalog.skills), n=3)
-            raise SkillNotFound(name, suggestions=close)
+            raise self._not_found(name)
         return skill
+
+    def _not_found(self, name: str) -> AgentAppsError:
+        """Why there is no skill ``name``: the file of that name that failed to load (even
+        when the name itself is invalid, like ``Bad_Name``), else "did you mean"."""
+        for error in self.catalog.errors:
+            if error.skill == name or skill_name_for(Path(error.path)) == name:
+                return error
+        for error in self.catalog.errors:  # a source of several skills (an MCP server) failed
+            if error.skill and "*" in error.skill and fnmatch.fnmatchcase(name, error.skill):
+                return SkillNotFound(name, reason=str(error))
+        return SkillNotFound(name, suggestions=difflib.get_close_matches(name, list(self.catalog.skills), n=3))
 
     def describe(self, name: str) -> dict[str, Any]:
         """A skill's description; also checks its schemas against the meta-schema."""
@@ -173,6 +186,24 @@ class ContextManager:
         if isinstance(skill, str):
             skill = self.get(skill)
         return self.cascade.resolve(skill, call)
+
+    def config_keys(self) -> dict[tuple[str, ...], str] | None:
+        """Every config key anything on the search path reads (see :func:`~agent_apps.config.key_table`):
+        the cascade holds config files and calls to it. None while the catalog is being
+        built, since skills declare keys too (config read by plugins then is checked by
+        the next reader)."""
+        if self._building:
+            return None
+        if self._keys is None:
+            skills = self.catalog.skills.values()
+            self._keys = key_table(self._pm.hook.agent_apps_config_keys(), skills)
+        return self._keys
+
+    def check_call_config(self, config: Mapping[str, Any]) -> None:
+        """Raise :class:`ConfigError` for a key of ``invoke(..., config=...)`` that nothing reads."""
+        keys = self.config_keys()
+        if keys is not None:
+            self.cascade.check(Layer("call", config, "call"), keys)
 
     def visible_tools(self, allowed: str | None, *, caller: str | None = None, exclude: Iterable[str] = ()) -> Visible:
         """Which skills a caller with ``allowed`` may see (the agent's tool list)."""
@@ -329,7 +360,7 @@ class ContextManager:
             )
         if ref.startswith("file://") or ref.endswith(_PATH_SUFFIXES) or "/" in ref or os.sep in ref:
             return self._file_skill(Path(ref.removeprefix("file://")))
-        raise SkillNotFound(ref)
+        raise self._not_found(ref)
 
     def _file_skill(self, path: Path) -> Skill:
         path = (self.cwd / path).resolve() if not path.is_absolute() else path
@@ -356,7 +387,7 @@ class ContextManager:
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
                 refs = expand_agent(self, skill, refs)
-                fixed = skill._cache["middleware"] = [self._middleware_fn(r) for r in refs]
+                fixed = skill._cache["middleware"] = [self._middleware_fn(r, skill) for r in refs]
         if call_middleware:
             call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
         chain = fixed + [self._middleware_fn(r) for r in call_middleware or ()]
@@ -376,14 +407,33 @@ class ContextManager:
             refs += list(contributed or ())
         return refs
 
-    def _middleware_fn(self, ref: MiddlewareRef) -> MiddlewareFn:
+    def _middleware_fn(self, ref: MiddlewareRef, skill: Skill | None = None) -> MiddlewareFn:
         if callable(ref):
             return ref
         key = ref if isinstance(ref, str) else (ref[0], repr(sorted(ref[1].items())))
         fn = self._middleware_fns.get(key)
         if fn is None:
-            fn = self._middleware_fns[key] = skill_middleware(self, ref)
+            try:
+                fn = self._middleware_fns[key] = skill_middleware(self, ref)
+            except AgentAppsError as exc:
+                raise self._middleware_list_error(ref, skill, exc) from None
         return fn
+
+    def _middleware_list_error(self, ref: MiddlewareRef, skill: Skill | None, exc: AgentAppsError) -> AgentAppsError:
+        """``exc`` (an unknown middleware, or a skill that is not one) naming the list, and
+        its file, that holds ``ref``; call-time middleware is the caller's own list."""
+        if skill is None:
+            return exc
+        if ref in skill.middleware:
+            where = skill.path or f"<{skill.origin} skill {skill.name}>"
+            line = skill.key_lines.get("middleware", skill.line)
+            return SkillLoadError(f"'middleware' list of {skill.name}: {exc}", path=where, line=line, skill=skill.name)
+        for layer in self.cascade.layers(skill):
+            if ref in (layer.data.get("middleware") or ()):
+                return self.cascade.error(layer, ("middleware",), f"'middleware' list: {exc}")
+        if ref in self._middleware:
+            return AgentAppsError(f"ContextManager(middleware=[...]): {exc}")
+        return AgentAppsError(f"middleware of a plugin (agent_apps_middleware): {exc}")
 
 
 def _anonymous(definition: dict[str, Any]) -> Skill:

@@ -75,8 +75,10 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 )
         if parent is not None and options.get("middleware") and parent.internals.get("untrusted"):
             check_untrusted_middleware(cm, parent, skill, options["middleware"])
-        # 4. Args.
+        # 4. Args (and the keys of the call's config).
         args = validate_args(skill, args)
+        if options.get("config"):
+            cm.check_call_config(options["config"])
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise

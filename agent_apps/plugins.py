@@ -20,7 +20,7 @@ Plugins can also be passed to ``ContextManager(plugins=[...])`` directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +65,17 @@ class HookSpecs:
 
         They rank with package directories: after the user's skills, before the
         bundled ones. Build them cheaply: ``agent-apps list`` calls this hook.
+        """
+
+    @hookspec
+    def agent_apps_config_keys(self) -> Mapping[str, str | None]:  # type: ignore[empty-body]
+        """Config keys this package reads, so that config files holding them are valid.
+
+        Dotted keys mapped to their type, one of :data:`agent_apps.config.KEY_TYPES`
+        (``"a string"``, ``"an integer"``, ``"a mapping"``, ...), or None for any value:
+        ``{"notes.folder": "a string", "notes.limits": None}``. The sections above a key
+        (``notes``) are known with it. Any other key in a config file is an error naming
+        it and the nearest known key.
         """
 
     @hookspec

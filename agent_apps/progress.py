@@ -36,6 +36,7 @@ class ProgressPrinter:
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
         self._depth: dict[str, int] = {}
         self._streaming = False
+        self._model_errors: dict[str, str] = {}  # per run: the last failed model call
 
     def __call__(self, topic: str, event: dict[str, Any]) -> None:
         kind = event.get("type", "")
@@ -84,23 +85,30 @@ class ProgressPrinter:
         self._line(pad, self._style("31", "  ✗ ") + self._short(e.get("result")).replace("\n", "\n" + pad + "    "))
 
     def _agent_error(self, e: dict[str, Any], pad: str) -> None:
+        """Each error once: a failed model call shows with its retry (if none follows, it is
+        the run's error); the run's error shows for nested agents only, since the command
+        line prints the outermost one itself."""
+        run = e.get("context_id", "")
         if e.get("retrying"):
-            self._line(pad, self._style("33", f"↻ retry {e.get('attempt')} in {e.get('delay')} s"))
+            failed = self._model_errors.pop(run, "the model call failed")
+            self._line(pad, self._style("33", f"↻ {failed}: retry {e.get('attempt')} in {e.get('delay')} s"))
             return
         error = e.get("error") or {}
         message = error.get("message") if isinstance(error, dict) else str(error)
-        self._line(pad, self._style("31", f"✗ {e.get('agent')}: {message}"))
+        if e.get("attempt") is not None:
+            self._model_errors[run] = str(message)
+        elif e.get("ancestor_context_id"):
+            self._line(pad, self._style("31", f"✗ {e.get('agent')}: {message}"))
 
     def _agent_complete(self, e: dict[str, Any], pad: str) -> None:
         usage = e.get("usage") or {}
-        tokens = f", {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens" if usage else ""
+        about = "~" if usage.get("estimated") else ""
+        tokens = f", {about}{usage.get('input_tokens', 0)} in / {about}{usage.get('output_tokens', 0)} out tokens"
+        tokens = (tokens + (" (estimated)" if about else "")) if usage else ""
+        counts = f"{_count(e.get('turns'), 'turn')}, {_count(e.get('steps'), 'step')}"
         stopped = e.get("status") not in (None, "done")  # max_turns, max_steps: partial work
         head = f"■ {e.get('agent')}: {e.get('message') or e.get('status')}" if stopped else f"✓ {e.get('agent')}"
-        self._line(
-            pad,
-            self._style("1;33" if stopped else "1;32", head)
-            + self._style("2", f" ({e.get('turns')} turns, {e.get('steps')} steps{tokens})"),
-        )
+        self._line(pad, self._style("1;33" if stopped else "1;32", head) + self._style("2", f" ({counts}{tokens})"))
 
     def _line(self, pad: str, text: str) -> None:
         if self._streaming:
@@ -115,3 +123,7 @@ class ProgressPrinter:
     def _short(text: Any) -> str:
         text = str(text or "").strip()
         return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " …"
+
+
+def _count(n: Any, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -277,6 +277,9 @@ def check_frontmatter(
         raise fail("'metadata.visibility' must be 'hidden' or 'visible'", "metadata")
     if metadata.get("role") not in (None, "middleware"):
         raise fail("'metadata.role' must be 'middleware' when given", "metadata")
+    config_keys = metadata.get("config_keys", [])
+    if not isinstance(config_keys, list) or not all(isinstance(k, str) and k for k in config_keys):
+        raise fail("'metadata.config_keys' must be a list of dotted config keys ('model.profile')", "metadata")
     from .config import config_problem
 
     problem = config_problem(metadata)

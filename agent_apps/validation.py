@@ -17,11 +17,16 @@ from .skill import Skill
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["check_schemas", "format_path", "json_problem", "validate_args", "validate_result"]
+__all__ = ["check_schemas", "format_path", "json_problem", "schema_error", "validate_args", "validate_result"]
 
 
 def validate_args(skill: Skill, args: object) -> dict[str, Any]:
-    """Validated args with schema defaults filled in; never mutates the caller's dict."""
+    """Validated args with schema defaults filled in; never mutates the caller's dict.
+
+    A broken ``metadata.returns`` fails here too, before the skill (or a prompt skill's
+    model) runs, rather than after the work is done."""
+    if skill.returns is not None:
+        _compiled(skill, "returns")
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -200,6 +205,18 @@ def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]
                 continue
         out[key] = value
     return out
+
+
+def schema_error(schema: Any) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema (``at properties.n.type: ...``), or None."""
+    from jsonschema import Draft202012Validator, exceptions
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        where = format_path(exc.absolute_path)
+        return f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"
+    return None
 
 
 def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:

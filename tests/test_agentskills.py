@@ -99,11 +99,12 @@ def test_list_counts_warnings_and_strict_makes_them_errors(cm, capsys):
     out, err = capsys.readouterr()
     assert "template-skill" in out and "no-description" in out
     count = len(ContextManager(search_path=[FIXTURE]).catalog.warnings)
-    assert f"{count} warning(s) about skill files: 'agent-apps list --strict' shows them" in err
+    warnings = f"{count} warning" if count == 1 else f"{count} warnings"
+    assert f"{warnings} about skill files: 'agent-apps list --strict' shows them" in err
     assert "differs from its folder" not in err
     assert main(["list", "--strict", "--path", str(FIXTURE)]) == 1
     _, err = capsys.readouterr()
-    assert f"{count} warning(s), errors with --strict:" in err and "differs from its folder 'template'" in err
+    assert f"{warnings}, errors with --strict:" in err and "differs from its folder 'template'" in err
     assert main(["list", "--json", "--path", str(FIXTURE)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["warnings"]) == count

@@ -109,11 +109,45 @@ def test_list_all_shows_origins_and_shadowing(cli, write_skill, skills_path):
     assert {s["origin"] for s in data["skills"] if s["name"] == "skill-list"} == {"path", "bundled"}
 
 
-def test_list_reports_broken_files_on_stderr_and_still_lists(cli, write_skill, skills_path):
+def test_list_reports_broken_files_on_stderr_still_lists_and_exits_1(cli, write_skill, skills_path):
     path = write_skill("broken", "frontmatter = {\ndef main(ctx, args): ...\n")
     code, out, err = cli("list")
-    assert code == 0 and "count" in out
+    assert code == 1 and "count" in out
+    assert "\n1 file could not be loaded:\n" in err
     assert f"{path}:" in err and "syntax error" in err
+    code, out, err = cli("list", "--json")
+    assert code == 1 and len(json.loads(out)["errors"]) == 1
+
+
+def test_list_reports_a_broken_config(cli, tmp_path, monkeypatch):
+    (tmp_path / "agent-apps.yaml").write_text("modle: {}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("list")
+    assert code == 1 and "count" in out
+    assert "agent-apps.yaml:1: unknown config key 'modle' (did you mean 'model'?)" in err
+
+
+def test_invoking_a_file_that_failed_to_load_says_why(cli, write_skill):
+    path = write_skill("Bad_Name", "frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
+    code, out, err = cli("invoke", "Bad_Name")
+    assert code == 1
+    assert err == f"error: {path}:1: invalid skill name 'Bad_Name': names use only a-z, 0-9 and '-'\n"
+
+
+def test_version_and_usage_errors_in_one_style(capsys):
+    from agent_apps import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out == f"agent-apps {__version__}\n"
+    with pytest.raises(SystemExit) as info:
+        main(["invoke"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.splitlines()[-1] == "error: the following arguments are required: NAME"  # not KEY=VALUE
+    with pytest.raises(SystemExit):
+        main(["bogus"])
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: argument COMMAND: invalid choice: 'bogus'")
 
 
 def test_describe(cli):
@@ -131,6 +165,16 @@ def test_config_shows_values_and_sources(cli):
     assert any(line.split()[:3] == ["model.agent", '"agent-strands"', "defaults"] for line in out.splitlines())
     data = json.loads(cli("config", "count", "--json")[1])
     assert data["sources"]["model.max_turns"] == "defaults"
+
+
+def test_config_shows_a_long_value_as_one_short_row(cli, write_skill):
+    returns = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(40)}}
+    write_skill("wide", f'frontmatter = {{"metadata": {{"returns": {returns!r}}}}}\nasync def main(ctx, args): ...\n')
+    code, out, err = cli("config", "wide")
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert code == 0 and "returns" in rows and not any(key.startswith("returns.") for key in rows)
+    assert max(len(line) for line in out.splitlines()) < 300
+    assert '{"type": "object", "properties": {"field_0": {"type": "stri…' in rows["returns"]
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
@@ -203,6 +247,24 @@ def test_ctrl_c_cancels_cleanly(tmp_path, skills_path, write_skill):
     assert marker.read_text() == "cancelled"
 
 
+@pytest.mark.parametrize(
+    "argv", [["describe", "big", "--json"], ["describe", "big"], ["config", "big", "--json"], ["list", "--json"]]
+)
+def test_output_cut_short_by_the_reader_ends_quietly(tmp_path, skills_path, write_skill, argv):
+    body = "\n".join(f"line {i} of a long prompt, and a long config value" for i in range(20000))
+    write_skill("big.skill.md", f"---\ndescription: big\nmetadata:\n  notes: {json.dumps(body)}\n---\n{body}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_apps", *argv, "--path", str(skills_path)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline()  # the reader takes one line (like `| head -1`), then goes away
+    proc.stdout.close()
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 141 and err == ""
+
+
 def test_unknown_ref_scheme_and_missing_path_are_explained(cli, capsys):
     code, out, err = cli("invoke", "weird://x")
     assert code == 2 and "unknown ref scheme 'weird://'" in err
@@ -219,3 +281,33 @@ def test_mcp_http_refuses_bad_or_open_addresses(capsys, monkeypatch, address, wo
     monkeypatch.delenv("AGENT_APPS_MCP_TOKEN", raising=False)
     assert main(["mcp", "--http", address]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_progress_counts_in_words_estimates_marked_and_each_error_once():
+    import io
+
+    from agent_apps.progress import ProgressPrinter
+
+    out = io.StringIO()
+    show = ProgressPrinter(out)
+    top, sub = {"agent": "top", "context_id": "a"}, {"agent": "sub", "context_id": "b", "ancestor_context_id": "a"}
+    events = [
+        {"type": "agent-start", **top},
+        {"type": "agent-error", "error": {"message": "slow down"}, "attempt": 1, **top},
+        {"type": "agent-error", "retrying": True, "attempt": 1, "delay": 0.5, **top},
+        {"type": "agent-start", **sub},
+        {"type": "agent-error", "error": {"message": "bad request"}, "attempt": 1, **sub},
+        {"type": "agent-error", "error": {"message": "sub failed: bad request"}, **sub},
+        {"type": "agent-complete", "turns": 1, "steps": 1, "usage": {"input_tokens": 9, "output_tokens": 2}, **top},
+        {"type": "agent-error", "error": {"message": "top failed"}, **top},
+        {"type": "agent-complete", "turns": 2, "steps": 0, "usage": {"input_tokens": 9, "estimated": True}, **top},
+    ]
+    for event in events:
+        show("t", event)
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    assert lines[1] == "↻ slow down: retry 1 in 0.5 s"
+    assert [line for line in lines if "bad request" in line] == ["✗ sub: sub failed: bad request"]  # once
+    assert not any("top failed" in line for line in lines)  # the command line prints the outermost error
+    assert lines[-2] == "✓ top (1 turn, 1 step, 9 in / 2 out tokens)"
+    assert lines[-1] == "✓ top (2 turns, 0 steps, ~9 in / ~0 out tokens (estimated))"
+

@@ -163,6 +163,19 @@ def test_invalid_params_schema_is_reported_with_line_on_first_use(write_skill, c
     assert "not a valid JSON Schema" in str(info.value)
 
 
+def test_invalid_returns_schema_fails_before_the_skill_runs(write_skill, context_manager, tmp_path):
+    marker = tmp_path / "ran"
+    path = write_skill(
+        "sloppy",
+        f'frontmatter = {{\n    "metadata": {{"returns": {{"type": "numbr"}}}},\n}}\n'
+        f"async def main(ctx, args):\n    open({str(marker)!r}, 'w').close()\n    return 1\n",
+    )
+    with pytest.raises(SkillLoadError) as info:
+        context_manager.invoke_sync("sloppy")
+    assert str(info.value).startswith(f"{path}:2: metadata.returns.type is not a valid JSON Schema")
+    assert not marker.exists()
+
+
 def test_load_file_rejects_non_skill_files(tmp_path):
     other = tmp_path / "notes.txt"
     other.write_text("x")

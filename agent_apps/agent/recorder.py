@@ -239,7 +239,9 @@ class Recorder:
         usage: dict[str, int] = {}
         for step in steps:
             for key, value in (step.get("usage") or {}).items():
-                if isinstance(value, int):
+                if isinstance(value, bool):  # "estimated": the provider could only guess the counts
+                    usage[key] = usage.get(key) or value
+                elif isinstance(value, int):
                     usage[key] = usage.get(key, 0) + value
         report = {
             **self.report,

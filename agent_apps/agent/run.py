@@ -59,7 +59,7 @@ from ..errors import (
 )
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
-from ..validation import schema_problem, validate_args
+from ..validation import schema_error, schema_problem, validate_args
 from .model_calls import RESPONSE_SCHEMA, ModelCalls
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 from .recorder import RETENTIONS, Recorder
@@ -134,6 +134,9 @@ class AgentRun:
         resolved = self.cm.config_for(self.served.skill, call)
         self.config: dict[str, Any] = resolved.values["model"]
         self.returns = args.get("returns")
+        problem = schema_error(self.returns) if self.returns is not None else None
+        if problem is not None:  # refused before the model is called, not at finish()
+            raise ArgsInvalid(ctx.skill.name, "returns", problem)
         self.persistent = bool(self.config.get("persistent"))
         if self.persistent and self.returns is not None:
             raise ArgsInvalid(
@@ -273,7 +276,7 @@ class AgentRun:
                     description=INVOKE_TOOL["description"],
                 )
                 hook_ref = ctx.manager.callback(self.hook, name="agent-hook", params=HOOK_PARAMS)
-                call = {
+                call: dict[str, Any] = {
                     "prompt": system,
                     "config": self.config,
                     "invoke_ref": invoke_ref,
@@ -491,6 +494,8 @@ class AgentRun:
     async def _on_turn_end(self, event: dict[str, Any]) -> dict[str, Any]:
         for key in ("input_tokens", "output_tokens"):
             self.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+        if (event.get("usage") or {}).get("estimated"):  # a provider that could only guess says so
+            self.usage["estimated"] = True
         text = event.get("result")
         if text is None:
             text = "".join(self._turn_text)

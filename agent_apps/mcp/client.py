@@ -317,6 +317,11 @@ def _describe(exc: BaseException) -> str:
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
 
 
+#: In a server's spec, the Python interpreter agent-apps runs on (its virtualenv's, even
+#: when that is not activated, where a bare ``python`` would be the system's).
+PYTHON_VAR = "${AGENT_APPS_PYTHON}"
+
+
 class UnsetVariable(ValueError):
     """A ``${VAR}`` in a server's config names a variable that is not set."""
 
@@ -329,8 +334,10 @@ def _expand(value: Any, where: str = "") -> Any:
 
     ``${VAR}`` must be set (``${VAR:-default}`` gives a default), else
     :class:`UnsetVariable` names it; an unset ``$VAR`` stays as written.
+    ``${AGENT_APPS_PYTHON}`` is always set: :data:`PYTHON_VAR`.
     """
     if isinstance(value, str):
+        value = value.replace(PYTHON_VAR, sys.executable)
 
         def substitute(match: re.Match[str]) -> str:
             braced, default, bare = match.groups()
@@ -489,7 +496,8 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
                 conn.wait(ready)
             except MCPServerError as exc:
                 del registry[name]
-                yield SkillLoadError(exc.reason, path=where(name))
+                # skill: the names its tools would have had, so that invoking one says why it is missing
+                yield SkillLoadError(exc.reason, path=where(name), skill=f"{_norm(name)}-*")
                 continue
         taken: dict[str, str] = {}
         for tool in conn.tools or ():

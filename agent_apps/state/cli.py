@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _table
+from ..cli import _Parser, _table
 from . import StateStore, state_path
 from .errors import SnapshotInvalid
 
@@ -24,9 +24,9 @@ __all__ = ["parse"]
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``sessions ...`` or ``runs ...``; the namespace's ``run`` carries it out."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser = argparse.ArgumentParser(prog="agent-apps", parents=[common])
+    parser = _Parser(prog="agent-apps", parents=[common])  # errors in the "error: ..." style
     groups = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     sessions = groups.add_parser("sessions", help="conversations kept in the state store", parents=[common])

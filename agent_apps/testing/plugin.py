@@ -17,7 +17,7 @@ the bundled skills, never the user's home, the working directory or other packag
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -54,8 +54,15 @@ def write_skill(skills_path: Path) -> WriteSkill:
 @pytest.fixture
 def context_manager(skills_path: Path, tmp_path: Path) -> ContextManager:
     """A hermetic ContextManager over :func:`skills_path` plus the bundled skills."""
+    return hermetic_manager([skills_path], tmp_path)
+
+
+def hermetic_manager(search_path: Sequence[Path], tmp_path: Path, plugins: Sequence[object] = ()) -> ContextManager:
+    """A ContextManager that sees ``search_path``, ``plugins`` and the bundled skills, and
+    nothing of the user's home, the working directory or other installed packages."""
     return ContextManager(
-        search_path=[skills_path],
+        search_path=search_path,
+        plugins=plugins,
         cwd=tmp_path,
         home=tmp_path / "agent-apps-home",
         env=False,

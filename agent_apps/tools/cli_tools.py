@@ -29,10 +29,11 @@ newline).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,6 +200,11 @@ def load_tools_file(path: Path) -> tuple[list[Skill], list[SkillLoadError]]:
     return skills, errors
 
 
+def _nearest(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) -> Skill:
     def fail(message: str, key: str = "") -> SkillLoadError:
         dotted = f"{prefix}.{key}" if key else prefix
@@ -211,7 +217,7 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
     unknown = set(entry) - _TOOL_KEYS
     if unknown:
         key = sorted(map(str, unknown))[0]
-        raise fail(f"unknown key {key!r}; known keys: {', '.join(sorted(_TOOL_KEYS))}", key)
+        raise fail(f"unknown key {key!r}{_nearest(key, _TOOL_KEYS)}; known keys: {', '.join(sorted(_TOOL_KEYS))}", key)
     for key in ("name", "cmd"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise fail(f"'{key}' is required and must be a string", key)
@@ -229,9 +235,9 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
         key = f"parameters.{pname}"
         if not isinstance(spec, dict):
             raise fail(f"parameter {pname!r} must be a mapping", key)
-        bad = set(spec) - _PARAM_KEYS
+        bad = sorted(map(str, set(spec) - _PARAM_KEYS))
         if bad:
-            raise fail(f"parameter {pname!r}: unknown key {sorted(map(str, bad))[0]!r}", key)
+            raise fail(f"parameter {pname!r}: unknown key {bad[0]!r}{_nearest(bad[0], _PARAM_KEYS)}", key)
         schema = {k: v for k, v in spec.items() if k not in ("optional", "allow_option")}
         schema.setdefault("type", "string")
         if schema["type"] not in _TYPES:

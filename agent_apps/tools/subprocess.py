@@ -130,15 +130,7 @@ async def run(
     Raises :class:`LimitExceeded` on timeout (the group is killed first; the message
     carries the start of the output), ``FileNotFoundError`` if the program is missing.
     """
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
+    proc = await _start(argv, env=env, cwd=cwd)
     capture = _Capture(output_limit)
     readers = [
         asyncio.ensure_future(_pump(proc.stdout, "stdout", capture)),
@@ -180,6 +172,45 @@ async def run(
     return ProcessResult(
         proc.returncode if proc.returncode is not None else -1, stdout, stderr, capture.truncated, capture.total
     )
+
+
+async def _start(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None
+) -> asyncio.subprocess.Process:
+    """Start the child in a new session so that a cancellation at *any* moment kills its group.
+
+    ``create_subprocess_exec`` forks the child first and then awaits the connection of
+    its pipes. Cancelled in that await, asyncio kills only the child (not the group)
+    and then waits for pipes it never connected, which a background grandchild holds
+    open: the caller hangs and the grandchild lives on. So the start runs shielded; on
+    cancellation it is allowed to finish (a few loop iterations), the group is killed
+    and reaped, and the cancellation goes on. Should the start not finish within the
+    grace period, the kill happens when it does.
+    """
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(starting)
+    except BaseException:
+        starting.add_done_callback(_kill_started)
+        with contextlib.suppress(BaseException):
+            proc = await asyncio.wait_for(asyncio.shield(starting), _DRAIN_GRACE)
+            await asyncio.wait_for(asyncio.shield(_reap(proc)), _REAP_GRACE)
+        raise
+
+
+def _kill_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if not starting.cancelled() and starting.exception() is None:
+        _kill_group(starting.result().pid)
 
 
 async def _pump(stream: asyncio.StreamReader | None, name: str, capture: _Capture) -> None:

@@ -1,34 +1,28 @@
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+
 import pytest
 
-from .providers import HARNESSES
+from agent_apps.testing.conformance import TOOLS as CONFORMANCE_TOOLS
+from agent_apps.testing.conformance import Scripted, strands_bedrock
 
+#: The conformance suite's tools (word-count, slow-tool) and a hidden one.
 TOOLS = {
-    "word-count": """
-        frontmatter = {
-            "description": "Count the words in a text.",
-            "params": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            "metadata": {"returns": {"type": "integer"}},
-        }
-        async def main(ctx, args):
-            return len(args["text"].split())
-    """,
-    "slow-tool": """
-        import asyncio
-        frontmatter = {"description": "Sleeps until cancelled.", "params": {"type": "object", "properties": {"seconds": {"type": "number"}}}}
-        async def main(ctx, args):
-            ctx.signal.add_callback(lambda reason: ctx.manager.emit("tool-cancelled", {"reason": reason}))
-            ctx.manager.emit("tool-started", {})
-            await asyncio.sleep(args.get("seconds", 60))
-            return "slept"
-    """,
+    **CONFORMANCE_TOOLS,
     "secret": """
         frontmatter = {"description": "Hidden.", "metadata": {"visibility": "hidden"}}
         async def main(ctx, args):
             return "secret!"
     """,
 }
+
+#: The bundled providers' harnesses (the conformance suite's), for tests that hold every
+#: provider to a protocol beyond the suite (model calls, sessions).
+HARNESSES = {"agent-scripted": lambda: contextlib.nullcontext(Scripted())}
+if importlib.util.find_spec("strands") and importlib.util.find_spec("boto3"):
+    HARNESSES["agent-strands"] = strands_bedrock
 
 
 @pytest.fixture
@@ -39,8 +33,8 @@ def tools(write_skill):
 
 @pytest.fixture(params=sorted(HARNESSES))
 def harness(request):
-    with HARNESSES[request.param]() as h:
-        yield h
+    with HARNESSES[request.param]() as made:
+        yield made
 
 
 @pytest.fixture

@@ -117,6 +117,32 @@ async def test_prompt_skill_end_to_end_with_returns_and_task(context_manager, wr
     assert await context_manager.invoke("counter", {"task": "one two"}) == {"count": 2}
 
 
+async def test_an_invalid_returns_schema_is_refused_before_the_model_is_called(context_manager, write_skill, tools):
+    from agent_apps import SkillLoadError
+
+    events = []
+    context_manager.events.subscribe("t", lambda topic, e: events.append(e))
+    path = write_skill(
+        "broken.skill.md",
+        """
+        ---
+        description: A prompt skill whose result schema is broken.
+        metadata:
+          returns: {type: object, properties: {count: {type: integr}}}
+          model: {agent: agent-scripted, script: [{code: "ctx.manager.finish({'count': 1})"}]}
+        ---
+        Count.
+        """,
+    )
+    with pytest.raises(SkillLoadError) as info:
+        await context_manager.invoke("broken", nonlocals={"agent": {"events": "t"}})
+    assert str(info.value).startswith(f"{path}:3: metadata.returns.properties.count.type is not a valid JSON Schema")
+    assert events == []  # no agent started, no model called
+    with pytest.raises(ArgsInvalid, match=r"agent: invalid args at returns: not a valid JSON Schema at type: 'integr'"):
+        await agent(context_manager, [{"code": "ctx.manager.finish(1)"}], returns={"type": "integr"}, events="t")
+    assert events == []
+
+
 async def test_invalid_finish_is_reported_to_the_model(context_manager, tools):
     events = []
     context_manager.events.subscribe("t", lambda topic, e: events.append(e))
@@ -395,7 +421,7 @@ def test_cli_shows_progress_and_events(tmp_path, skills_path, write_skill):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Two words.\n"
     assert "▶ demo" in run.stderr and "— turn 1" in run.stderr and "⚙ invoke" in run.stderr and "→ 2" in run.stderr
-    assert "✓ demo (2 turns, 1 steps" in run.stderr
+    assert "✓ demo (2 turns, 1 step, ~" in run.stderr and " out tokens (estimated))" in run.stderr
     run = subprocess.run([*base, "--events"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     kinds = [json.loads(line)["type"] for line in run.stderr.splitlines()]
     assert kinds[0] == "agent-start" and kinds[-1] == "agent-complete" and "tool-result" in kinds

@@ -1,12 +1,12 @@
 """What the model is taught to write, run for real: every call form of the system prompt
-(and of the sandbox docs) in the WebAssembly sandbox through the agent, and the
-per-call middleware option from agent code with its host-side checks."""
+in the WebAssembly sandbox through the agent, and the per-call middleware option from
+agent code with its host-side checks. (The sandbox docs' agent code runs in
+tests/test_docs.py, as every doc example does.)"""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -174,29 +174,6 @@ async def test_discovery_mode_examples_run(context_manager, mw_tools):
     )
     text, error = await run_code(context_manager, code, allowed_tools=None)
     assert not error and json.loads(text)["name"].startswith("file-"), text
-
-
-# -- the documented agent code ------------------------------------------------------------------
-
-
-def _sandbox_doc_block(repo_root: Path) -> list[str]:
-    text = (repo_root / "docs" / "sandbox.md").read_text()
-    block = text.split("## What agent code can do", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    return [line.split("#", 1)[0].rstrip() for line in block.splitlines() if line.strip()]
-
-
-async def test_the_sandbox_docs_agent_code_runs(context_manager, write_skill, tools, repo_root, tmp_path):
-    for name in ("x", "y"):
-        write_skill(name, f"frontmatter = {{}}\nasync def main(ctx, args):\n    return {name!r}\n")
-    (tmp_path / "notes.txt").write_text("one two three\n")
-    lines = _sandbox_doc_block(repo_root)
-    ending = [line for line in lines if line.startswith(("ctx.manager.finish", "raise "))]
-    body = "\n".join(line for line in lines if line not in ending)
-    text, error = await run_code(context_manager, body, allowed_tools="file-read x y")
-    assert not error and "progress" in text and text.endswith("14"), text  # len("one two three\n")
-    for line in ending:
-        text, error = await run_code(context_manager, line, allowed_tools="file-read x y")
-        assert ("ValueError: why" in text) if line.startswith("raise") else text == 'finished with: {"count": 3}'
 
 
 ECHO_TEXT = """

@@ -218,7 +218,7 @@ async def test_middleware_error_names_the_middleware_when_the_run_is_broken(cont
 
 async def test_the_docs_example_runs(context_manager, write_skill, served, ran, repo_root):
     text = (repo_root / "docs" / "middleware.md").read_text().split("## Agents as middleware", 1)[1]
-    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = text.split("```markdown\n", 1)[1].split("```", 1)[0]
     write_skill("doubler.skill.md", example)
     assert await serve(context_manager, "doubler") == 103
     assert ran == ["a ba b"]

@@ -11,8 +11,7 @@ import pytest
 
 from agent_apps import AgentAppsError
 from agent_apps.agent import run as agent_run
-
-from .providers import StrandsBedrock
+from agent_apps.testing.conformance import StrandsBedrock
 
 pytestmark = pytest.mark.anyio
 

@@ -110,6 +110,7 @@ def test_module_entry_point_prints_the_cached_path():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_real_concurrent_first_use_builds(tmp_path):
     """Two processes build the real component into an empty cache at once."""
     import os

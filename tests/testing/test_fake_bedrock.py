@@ -71,8 +71,8 @@ def test_event_encoding_is_parsed_by_botocore() -> None:
 
 def test_import_is_lazy() -> None:
     code = (
-        "import sys, agent_apps.testing as t; t.FakeBedrock; import agent_apps.testing.bedrock;"
-        "print(sorted(m for m in ('boto3','botocore','strands') if m in sys.modules))"
+        "import sys, agent_apps.testing as t; t.FakeBedrock; t.provider_suite; import agent_apps.testing.bedrock;"
+        "print(sorted(m for m in ('boto3','botocore','strands','wasmtime') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

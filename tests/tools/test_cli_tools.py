@@ -272,7 +272,7 @@ def test_errors_name_the_file_and_line_and_the_rest_still_load(workspace, tmp_pa
     messages = [str(e) for e in cm.errors]
     expected = [
         (5, "'category' must be one of read, write, admin"),
-        (10, "unknown key 'argz'"),
+        (10, "unknown key 'argz' (did you mean 'args'?)"),
         (14, "no parameter 'nope'"),
         (20, "bad pattern"),
         (24, "optional parameter 'o'"),

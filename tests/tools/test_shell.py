@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,6 +124,67 @@ async def test_cancelling_the_task_kills_the_process(tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await wait_gone(int(pid_file.read_text()))
+
+
+def sleepers(marker: str) -> list[int]:
+    """Pids of live ``sleep MARKER`` processes (the marker makes them this test's own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[:2] == [b"sleep", marker.encode()] and not gone(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def busy_cpu():
+    """Keep every core busy while the test runs, so the event loop and the child race."""
+    burners = [
+        subprocess.Popen([PY, "-c", "while True: pass"], stdin=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the sleepers through /proc")
+async def test_cancelling_at_any_moment_of_the_start_kills_the_group_promptly(cm, busy_cpu):
+    """A cancellation while asyncio is still connecting the child's pipes used to hang
+    (asyncio waited for pipes a background grandchild held) and leave the grandchild
+    alive. 50 runs, cancelled after 0 to 9 event-loop iterations or a short sleep, by
+    the signal (the shell skill) or by cancelling the task (the runner), each bounded."""
+    marker = f"1000.{os.getpid()}{secrets.randbelow(10**6)}"
+    command = f"sleep {marker} & sleep {marker}"
+    for attempt in range(50):
+        signal = Signal()
+        if attempt % 2:
+            task = asyncio.ensure_future(cm.invoke("shell", {"command": command}, config=INTERACTIVE, signal=signal))
+        else:
+            task = asyncio.ensure_future(run(["/bin/sh", "-c", command], env=build_env(), signal=signal))
+        if attempt % 10 == 9:
+            await asyncio.sleep(0.002 * attempt)
+        else:
+            for _ in range(attempt % 10):
+                await asyncio.sleep(0)
+        if attempt % 4 < 2:
+            signal.cancel("stop")
+        else:
+            task.cancel()
+        done, _ = await asyncio.wait([task], timeout=20)
+        assert done, f"attempt {attempt}: the cancelled call did not return"
+        assert task.cancelled() or isinstance(task.exception(), Cancelled), task.exception()
+    for _ in range(500):
+        if not sleepers(marker):
+            break
+        await asyncio.sleep(0.02)
+    assert sleepers(marker) == [], "background processes outlived the cancelled calls"
 
 
 @pytest.mark.parametrize(

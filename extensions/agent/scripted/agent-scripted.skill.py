@@ -7,7 +7,7 @@ Each script entry is one model turn::
       code: |                       # one invoke call; a list gives several in one turn
         ctx.manager.finish(42)
       delay: 0.5                    # seconds the "model" takes (cancellable)
-      usage: {input_tokens: 10, output_tokens: 3}   # else estimated, 4 characters a token
+      usage: {input_tokens: 10, output_tokens: 3}   # else estimated (4 characters a token), marked estimated: true
     - error: {type: ThrottlingException, message: "slow down", retryable: true}
                                     # this model call fails; the hook decides retry or stop
 
@@ -50,7 +50,12 @@ frontmatter = {
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
-    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden", "provider": {"model_calls": True}},
+    "metadata": {
+        "tags": ["meta-internal", "provider"],
+        "visibility": "hidden",
+        "provider": {"model_calls": True},
+        "config_keys": ["model.script", "model.stream", "model.echo"],  # the model.* keys it reads beyond the agent's
+    },
 }
 
 
@@ -219,4 +224,4 @@ async def _edit_context(hook, conversation, keep):
 
 def _estimate(sent, text):
     chars = len(sent["system"]) + sum(len(json.dumps(m)) for m in sent["messages"])
-    return {"input_tokens": chars // 4, "output_tokens": max(1, len(text) // 4)}
+    return {"input_tokens": chars // 4, "output_tokens": max(1, len(text) // 4), "estimated": True}

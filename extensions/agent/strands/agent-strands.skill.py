@@ -20,7 +20,11 @@ Config keys (``model.*``)::
     top_p: 0.9
     streaming: true              # false: one Converse call per turn (not abortable mid-call)
     read_timeout: 60             # Bedrock: seconds a socket read may stall
+    connect_timeout: 10          # Bedrock: seconds to connect
     params: {}                   # extra request fields for the model
+
+Each key is declared in ``metadata.config_keys``, so that a config file holding it is
+valid while a typo of it is an error.
 
 Strands and boto3 are imported only when this provider runs (``docs/providers.md``).
 """
@@ -44,7 +48,24 @@ frontmatter = {
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
-    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden", "provider": {"model_calls": True}},
+    "metadata": {
+        "tags": ["meta-internal", "provider"],
+        "visibility": "hidden",
+        "provider": {"model_calls": True},
+        # the model.* keys this provider reads beyond the agent's own (so config files may hold them)
+        "config_keys": [
+            "model.provider",
+            "model.profile",
+            "model.endpoint_url",
+            "model.base_url",
+            "model.api_key",
+            "model.top_p",
+            "model.streaming",
+            "model.read_timeout",
+            "model.connect_timeout",
+            "model.params",
+        ],
+    },
 }
 
 
