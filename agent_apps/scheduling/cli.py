@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["parse"]
 
@@ -102,28 +105,22 @@ class _Formatter(logging.Formatter):
         return f"{record.asctime} {level}{record.message}"
 
 
-def _positive(text: str) -> float:
-    value = _seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
-    return value
+def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``cast`` at least (or above) ``least``."""
+    what = "a number of seconds" if cast is float else "a whole number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value) or value < least or (above and value == least):
+            raise argparse.ArgumentTypeError(f"must be {'greater than' if above else 'at least'} {least:g}, not {text}")
+        return value
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
-    return value
+_positive = _number(float, 0, above=True)
+_seconds = _number(float, 0)
+_count = _number(int, 1)

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from .test_agent_code import PROBE
+
 pytestmark = pytest.mark.anyio
 
 ALLOW = {"security": {"policy": {"allow": ["schedule-*", "event-*", "skill-register"]}}}
@@ -40,17 +42,6 @@ SKILLS = {
             return None
     """,
 }
-
-PROBE = """
-out = {}
-for label, ref, args in ATTEMPTS:
-    try:
-        out[label] = ["ALLOWED", await ctx.manager.invoke(ref, args)]
-    except HostError as e:
-        out[label] = [type(e).__name__, str(e)]
-ctx.manager.finish(out)
-"""
-
 
 @pytest.fixture
 def skills(write_skill):
