@@ -3,6 +3,7 @@ that disappears while it runs, Ctrl-C with a run in flight. Every wait is bounde
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_apps.cli import main
 from agent_apps.scheduling import When
 from agent_apps.state import StateStore
 
@@ -69,7 +71,7 @@ def statuses(store: StateStore, schedule) -> list[str]:
     return [run["status"] for run in store.schedules.runs_of(schedule.id)]
 
 
-def test_two_schedulers_on_one_store_run_each_due_time_once(env, skills, tmp_path):
+def test_two_schedulers_on_one_store_run_each_due_time_once(env, skills, tmp_path, monkeypatch, capsys):
     store = StateStore(env["AGENT_APPS_STATE"])
     log = tmp_path / "runs.log"
     schedule = store.schedules.create(ref="counter", args={"log": str(log)}, when=When(every=0.25), catch_up="all")
@@ -89,6 +91,10 @@ def test_two_schedulers_on_one_store_run_each_due_time_once(env, skills, tmp_pat
     assert all(recorded[run["run_id"]].status == "done" and recorded[run["run_id"]].name == "counter" for run in done)
     logged = re.findall(r"run (\w{12}) done in", "\n".join(errs))  # one line per run, by whichever ran it
     assert sorted(logged) == sorted(run["run_id"][:12] for run in done)
+    monkeypatch.setenv("AGENT_APPS_STATE", env["AGENT_APPS_STATE"])
+    assert main(["runs", "list", "--limit", "0", "--json"]) == 0
+    listed = {run["id"]: run for run in json.loads(capsys.readouterr().out)}
+    assert all(listed[run["run_id"]]["name"] == "counter" for run in done)
 
 
 def test_a_skill_that_disappears_is_logged_and_the_scheduler_goes_on(env, skills, tmp_path):
@@ -137,8 +143,6 @@ def test_ctrl_c_cancels_the_run_in_flight_and_records_it(env, skills, tmp_path):
     ],
 )
 def test_bad_options_are_usage_errors(capsys, argv, text):
-    from agent_apps.cli import main
-
     with pytest.raises(SystemExit) as info:
         main(["scheduler", *argv])
     assert info.value.code == 2 and text in capsys.readouterr().err
