@@ -26,6 +26,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 14
 _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.state.cli", "list and show recorded agent runs"),
+    "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
 }
 
 

@@ -4,6 +4,10 @@ A failing subscriber is logged and never breaks the emitter. Subscribers may be 
 functions, coroutine functions, or refs of skills (invoked through the pipeline with
 the event as args). Topics are matched with ``fnmatch`` globs, so ``agent.*`` hears
 every agent topic. ``emit`` is safe to call from any thread.
+
+A subscription may have an id (``event-subscribe`` gives one), by which
+:meth:`EventBus.unsubscribe` ends it; ids starting with ``psub-`` are subscriptions
+persisted in the state store, which :meth:`EventBus.sync_persisted` keeps in step with it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
@@ -20,11 +24,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .manager import ContextManager
 
-__all__ = ["EventBus", "Subscriber"]
+__all__ = ["PERSISTED_PREFIX", "EventBus", "Subscriber"]
 
 log = logging.getLogger("agent_apps.events")
 
 Subscriber = Callable[[str, dict[str, Any]], Any] | str
+
+#: The id prefix of subscriptions persisted in the state store.
+PERSISTED_PREFIX = "psub-"
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class _Subscription:
     pattern: str
     handler: Subscriber
     exact: bool
+    id: str | None = None
 
 
 class EventBus:
@@ -44,18 +52,42 @@ class EventBus:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[asyncio.Future[Any]] = set()
 
-    def subscribe(self, topic: str, handler: Subscriber) -> Callable[[], None]:
+    def subscribe(self, topic: str, handler: Subscriber, *, id: str | None = None) -> Callable[[], None]:
         """Call ``handler(topic, event)`` (or invoke the ref with the event) for each
-        event on a topic matching ``topic``. Returns a function that unsubscribes."""
-        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["))
+        event on a topic matching ``topic``. Returns a function that unsubscribes;
+        ``id`` names the subscription for :meth:`unsubscribe` (one id, one subscription)."""
+        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["), id)
         with self._lock:
-            self._subs = [*self._subs, sub]
+            self._subs = [*(s for s in self._subs if id is None or s.id != id), sub]
 
         def unsubscribe() -> None:
             with self._lock:
                 self._subs = [s for s in self._subs if s is not sub]
 
         return unsubscribe
+
+    def unsubscribe(self, id: str) -> bool:
+        """End the subscription of that id; False if there is none."""
+        with self._lock:
+            kept = [s for s in self._subs if s.id != id]
+            found, self._subs = len(kept) != len(self._subs), kept
+        return found
+
+    def ids(self) -> set[str]:
+        """The ids of the subscriptions that have one."""
+        return {s.id for s in self._subs if s.id is not None}
+
+    def sync_persisted(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Make the persisted subscriptions of this bus those of ``rows`` (``(id, topic,
+        ref)``, as the state store has them): new ones subscribed, removed ones ended."""
+        wanted = {ident: (topic, ref) for ident, topic, ref in rows}
+        for ident in self.ids():
+            if ident.startswith(PERSISTED_PREFIX) and ident not in wanted:
+                self.unsubscribe(ident)
+        have = self.ids()
+        for ident, (topic, ref) in wanted.items():
+            if ident not in have:
+                self.subscribe(topic, ref, id=ident)
 
     def has_subscribers(self, topic: str) -> bool:
         return any(self._matches(s, topic) for s in self._subs)

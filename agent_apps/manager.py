@@ -82,7 +82,10 @@ class ContextManager:
         self._inline: dict[str, Skill] = {}
         self._middleware_fns: dict[Any, MiddlewareFn] = {}
         self._loop_for_threads: asyncio.AbstractEventLoop | None = None
+        self._registered: dict[str, Skill] = {}
         self._state: Any = state
+        if state is not None and not isinstance(state, (str, os.PathLike)):
+            state.db.on_open(self._subscribe_persisted)
 
     # -- the catalog -------------------------------------------------------------------
 
@@ -97,7 +100,7 @@ class ContextManager:
             bundled = [r for r in roots if r.origin == "bundled"]
             contributed = pm.hook.agent_apps_skills(manager=self)
             sources: list[Root | Iterable[Skill]] = [r for r in roots if r.origin != "bundled"]
-            self._catalog = Catalog.build([*sources, *contributed, *bundled])
+            self._catalog = Catalog.build([*sources, *contributed, *bundled, list(self._registered.values())])
             self._building = False
             pm.hook.agent_apps_configure(manager=self)
         return self._catalog
@@ -137,7 +140,14 @@ class ContextManager:
             cascade = self.cascade if self._state is None else None
             path = self._state if self._state is not None else state_path(cascade, self.home)
             self._state = StateStore(path)
+            self._state.db.on_open(self._subscribe_persisted)
         return self._state
+
+    def _subscribe_persisted(self, conn: Any) -> None:
+        """The store just opened: subscribe the event subscriptions persisted in it."""
+        from .state.subscriptions import Subscriptions
+
+        self.events.sync_persisted((s.id, s.topic, s.ref) for s in Subscriptions.read(conn))
 
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
@@ -145,6 +155,26 @@ class ContextManager:
         self._keys = None
         self._files.clear()
         self._middleware_fns.clear()
+
+    def register(self, skill: Skill, *, replace: bool = False) -> None:
+        """Make ``skill`` a named skill of this manager for as long as it lives (what
+        ``skill-register`` does): listed, discovered and invoked like any other. It never
+        shadows a skill of the search path, and ``replace`` replaces only a registered one;
+        a skill file of its name that appears later wins (``list --all`` shows it)."""
+        catalog = self.catalog
+        old = self._registered.get(skill.name)
+        current = catalog.skills.get(skill.name)
+        if current is not None and current is not old:
+            raise AgentAppsError(
+                f"a skill named {skill.name!r} exists ({current.where()}); a registered skill never shadows another",
+                skill=skill.name,
+            )
+        if old is not None:
+            if not replace:
+                raise AgentAppsError(f"{skill.name!r} is registered already (replace it with replace: true)")
+            catalog.remove(old)
+        self._registered[skill.name] = skill
+        catalog.add(skill)
 
     def skills(self) -> list[Skill]:
         """The winning skill of each name, sorted by name."""

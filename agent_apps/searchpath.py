@@ -103,6 +103,13 @@ class Catalog:
         self.entries.append(Entry(skill, winner))
 
 
+    def remove(self, skill: Skill) -> None:
+        """Forget a skill added by :meth:`add` (a registered skill being replaced)."""
+        self.entries = [entry for entry in self.entries if entry.skill is not skill]
+        if self.skills.get(skill.name) is skill:
+            del self.skills[skill.name]
+
+
 def _not_mounted(tool: Skill, winner: Skill) -> None:
     mcp = tool.metadata.get("mcp") or {}
     tool.warnings.append(

@@ -110,7 +110,7 @@ async def test_from_outside_any_skill(context_manager, skills):
     # Python, the command line: the caller is the outside world, which may use everything
     assert await context_manager.invoke("context-manager", {"op": "invoke", "ref": "secret"}) == "secret!"
     names = [s["name"] for s in await context_manager.invoke("context-manager", {"op": "list", "match": "s*"})]
-    assert sorted(names) == ["shell", "shout", "skill-describe", "skill-list"]  # hidden ones only when named
+    assert sorted(names) == ["schedule-list", "shell", "shout", "skill-describe", "skill-list"]  # hidden: only named
     with pytest.raises(ArgsInvalid, match="'ref' is a required property"):
         await context_manager.invoke("context-manager", {"op": "invoke"})
     with pytest.raises(ArgsInvalid, match="op"):

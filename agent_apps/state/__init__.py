@@ -7,6 +7,7 @@ SQLite database that needs no server.
     store.sessions.list()
     store.sessions.history("s1").messages()    # the neutral messages after the last compaction
     store.runs.list(session="s1")
+    store.schedules.list()                     # what agent-apps scheduler runs
 
 Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
 else the config key ``state.path`` (a relative path is relative to the config file that
@@ -23,7 +24,9 @@ from ._db import MEMORY, Database
 from .errors import AlreadyExists, NotFound, SnapshotInvalid, StateError
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
+from .schedules import ScheduleInfo, Schedules
 from .sessions import SessionInfo, Sessions, session_id_problem
+from .subscriptions import SubscriptionInfo, Subscriptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,10 +42,12 @@ __all__ = [
     "Message",
     "NotFound",
     "RunInfo",
+    "ScheduleInfo",
     "SessionInfo",
     "SnapshotInvalid",
     "StateError",
     "StateStore",
+    "SubscriptionInfo",
     "estimate_tokens",
     "session_id_problem",
     "state_path",
@@ -59,6 +64,8 @@ class StateStore:
         self.db = Database(path)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db)
+        self.schedules = Schedules(self.db)
+        self.subscriptions = Subscriptions(self.db)
 
     @property
     def path(self) -> str:

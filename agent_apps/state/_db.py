@@ -50,6 +50,7 @@ class Database:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
+        self._on_open: list[Callable[[sqlite3.Connection], None]] = []
 
     # -- access ------------------------------------------------------------------------
 
@@ -112,6 +113,15 @@ class Database:
     def opened(self) -> bool:
         return self._conn is not None
 
+    def on_open(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+        """Call ``fn(conn)`` once the database is open and migrated (now, if it is):
+        how a ContextManager subscribes the persisted event subscriptions. A callback
+        that fails is logged; the store opens all the same."""
+        with self._lock:
+            self._on_open.append(fn)
+            if self._conn is not None:
+                _opened(fn, self._conn)
+
     # -- opening -----------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
@@ -140,6 +150,8 @@ class Database:
             # deleted content (retention, rm) is overwritten, not left in free pages
             conn.execute("PRAGMA secure_delete = ON")
             self._migrate(conn)
+            for fn in self._on_open:
+                _opened(fn, conn)
         except StateError:
             conn.close()
             raise
@@ -196,6 +208,15 @@ class Database:
                 path=self.path,
             )
         return StateError(f"{type(exc).__name__}: {text}", path=self.path)
+
+
+def _opened(fn: Callable[[sqlite3.Connection], None], conn: sqlite3.Connection) -> None:
+    try:
+        fn(conn)
+    except Exception:
+        import logging
+
+        logging.getLogger("agent_apps.state").warning("a callback on opening the state store failed", exc_info=True)
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -81,5 +81,51 @@ CREATE INDEX agents_session ON agents (session_id, started_at) WHERE session_id 
 """
 _V1 += f"PRAGMA application_id = {APPLICATION_ID};\n"
 
+_V2 = """
+-- A schedule: run the skill `ref` with `args` (JSON) at the due times of exactly one of
+-- `every` (seconds), `cron` (5 fields, in `tz` or the scheduler's local time) or `at`
+-- (one time). `next_at` is the next due time not yet claimed (NULL: none is left).
+CREATE TABLE schedules (
+    id TEXT PRIMARY KEY,
+    name TEXT UNIQUE,
+    ref TEXT NOT NULL,
+    args TEXT NOT NULL,
+    every REAL,
+    cron TEXT,
+    tz TEXT,
+    at REAL,
+    catch_up TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    created_by TEXT,
+    next_at REAL,
+    missed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;
+
+-- One claimed due time of a schedule and the run made for it. The key makes a due time
+-- impossible to run twice, whichever scheduler claimed it.
+CREATE TABLE schedule_runs (
+    schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+    due_at REAL NOT NULL,
+    run_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    claimed_at REAL NOT NULL,
+    ended_at REAL,
+    pid INTEGER,
+    host TEXT,
+    error TEXT,
+    PRIMARY KEY (schedule_id, due_at)
+);
+
+-- An event subscription that outlives its ContextManager (event-subscribe, persist: true).
+CREATE TABLE subscriptions (
+    id TEXT PRIMARY KEY,
+    topic TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    created_by TEXT
+);
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1,)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)

@@ -55,13 +55,13 @@ def test_in_memory_store(tmp_path):
 def test_a_newer_migration_upgrades_an_older_database_in_place(tmp_path, monkeypatch):
     path = tmp_path / "state.db"
     StateStore(path).sessions.append("s", [{"role": "user", "text": "kept"}])
-    extra = "CREATE TABLE schedules (id TEXT PRIMARY KEY, every REAL);\nINSERT INTO schedules VALUES ('x', 60);\n"
+    extra = "CREATE TABLE widgets (id TEXT PRIMARY KEY, every REAL);\nINSERT INTO widgets VALUES ('x', 60);\n"
     monkeypatch.setattr(_db, "MIGRATIONS", (*MIGRATIONS, extra))
     store = StateStore(path)
     assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
-    assert conn.execute("SELECT every FROM schedules").fetchone() == (60,)
+    assert conn.execute("SELECT every FROM widgets").fetchone() == (60,)
 
 
 def test_a_database_of_a_newer_version_is_refused_and_left_alone(tmp_path):
