@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
-OPTIONS = frozenset({"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session"})
+OPTIONS = frozenset({"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run"})
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
 #: of *names* it may call) does not apply to them.
@@ -95,6 +95,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = options["config"]
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
+    if options.get("run") is not None:  # a RunRecord: continue that run (a resumed durable run)
+        ctx._run = options["run"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     try:

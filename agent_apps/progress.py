@@ -87,6 +87,9 @@ class ProgressPrinter:
         if e.get("retrying"):
             self._line(pad, self._style("33", f"↻ retry {e.get('attempt')} in {e.get('delay')} s"))
             return
+        if e.get("status") == "waiting-approval":  # the command line says which call, once
+            self._line(pad, self._style("1;33", f"■ {e.get('agent')}: paused, waiting for approval"))
+            return
         error = e.get("error") or {}
         message = error.get("message") if isinstance(error, dict) else str(error)
         self._line(pad, self._style("31", f"✗ {e.get('agent')}: {message}"))

@@ -1,5 +1,5 @@
-"""The state store: sessions, runs and (later) journals and schedules, in one embedded
-SQLite database that needs no server.
+"""The state store: sessions, runs, the journals of durable runs and (later) schedules,
+in one embedded SQLite database that needs no server.
 
 ::
 
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._db import MEMORY, Database
-from .errors import AlreadyExists, NotFound, SnapshotInvalid, StateError
+from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
+from .journal import Checkpoint, Journal
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .sessions import SessionInfo, Sessions, session_id_problem
@@ -34,10 +35,12 @@ __all__ = [
     "MEMORY",
     "AgentInfo",
     "AlreadyExists",
+    "Checkpoint",
     "Entry",
     "History",
     "Message",
     "NotFound",
+    "NotResumable",
     "RunInfo",
     "SessionInfo",
     "SnapshotInvalid",
@@ -59,6 +62,7 @@ class StateStore:
         self.db = Database(path)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db)
+        self.journal = Journal(self.db)
 
     @property
     def path(self) -> str:
