@@ -32,6 +32,7 @@ run stops with :class:`~agent_apps.errors.ReplayDiverged` and nothing is execute
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import secrets
@@ -60,10 +61,13 @@ __all__ = [
     "resume",
 ]
 
-#: The nonlocal a host call from agent code sets, so agents started below it find
-#: their path: ``{"prefix": "a1/3.2/", "n": agents started so far}``.
+#: The internal a host call from agent code carries, ``(its agent's journal, the
+#: HostCall)``, so agents started below it find their path.
 SCOPE = "agent_journal"
 _ROOT_KEY = "journal"
+#: Queued journal entries are written at most this long after they happened (in one
+#: transaction per batch), and at once before the model or a checkpoint depends on them.
+WRITE_DELAY = 0.005
 
 
 @dataclass
@@ -75,6 +79,8 @@ class HostCall:
     skill: str
     args: dict[str, Any] | None
     next: bool = False
+    #: agents started below this call so far
+    agents: int = 0
 
     @property
     def key(self) -> str:
@@ -121,6 +127,10 @@ class RunJournal:
             self._by_agent.setdefault(entry.agent, {})[entry.key] = entry
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
+        self._rows: list[tuple[str, str, str, Any, float]] = []
+        self._writer: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._failed: BaseException | None = None
 
     @property
     def pending(self) -> dict[str, Any] | None:
@@ -146,14 +156,58 @@ class RunJournal:
         return self.resumed or bool(self.invocation and self.invocation.get("skill"))
 
     def agent(self, ctx: Context, *, name: str) -> AgentJournal:
-        """The journal of the agent run at ``ctx`` (its path from where it started)."""
-        scope = ctx.nonlocals.get(SCOPE)
-        if isinstance(scope, dict):
-            scope["n"] += 1
-            path = f"{scope['prefix']}a{scope['n']}"
+        """The journal of the agent run at ``ctx``: its path is that of the nearest host
+        call above it, or the next outermost one."""
+        node: Context | None = ctx
+        while node is not None:
+            scope = node.internals.get(SCOPE)
+            if scope is not None:
+                journal, call = scope
+                call.agents += 1
+                path = f"{journal.path}/{call.step}.{call.index}/a{call.agents}"
+                break
+            node = node.parent
         else:
             path = f"a{next(self._roots)}"
         return AgentJournal(self, path, self._by_agent.get(path, {}), name=name)
+
+    # -- writing: behind the run, in order, in batches -----------------------------------
+
+    def write(self, agent: str, key: str, kind: str, body: Any) -> None:
+        """Queue one entry. Entries are written in the order they were queued, in
+        batches, on the store's thread, at most :data:`WRITE_DELAY` seconds after they
+        were queued; :meth:`flush` writes them now and waits until they are."""
+        self._rows.append((agent, key, kind, body, time.time()))
+        if self._writer is None and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
+
+    async def flush(self) -> None:
+        """Wait until every queued entry is written; raise what writing raised."""
+        if self._rows and self._writer is None:
+            self._start()
+        while self._writer is not None:
+            await asyncio.shield(self._writer)
+        if self._failed is not None:
+            raise self._failed
+
+    def _start(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        store = self.store
+        try:
+            while self._rows and self._failed is None:
+                rows, self._rows = self._rows, []
+                try:
+                    await store.call(_write_rows, store, self.run_id, rows)
+                except Exception as exc:  # the next flush() raises it
+                    self._failed = exc
+        finally:
+            self._writer = None
 
     async def settle(self) -> None:
         """The recorded decision was applied: clear it (here and in the store)."""
@@ -182,9 +236,9 @@ class AgentJournal:
 
     # -- writing -------------------------------------------------------------------------
 
-    async def add(self, key: str, kind: str, body: Any) -> None:
-        store = self.run.store
-        await store.call(store.journal.add, self.run.run_id, self.path, key, kind, body)
+    def write(self, key: str, kind: str, body: Any) -> None:
+        """Queue an entry of this agent (see :meth:`RunJournal.write`)."""
+        self.run.write(self.path, key, kind, body)
 
     def add_now(self, key: str, kind: str, body: Any) -> None:
         """:meth:`add` for code already on the store's thread (inside ``store.call``)."""
@@ -228,9 +282,10 @@ class AgentJournal:
         return {"response": entry.body["response"]} if entry is not None else None
 
     async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        if not event.get("replayed"):
+        if not event.get("replayed"):  # written before the provider acts on it
             turn = event.get("turn")
-            await self.add(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
+            self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
+            await self.run.flush()
         return None
 
     def turn_stored(self, turn: Any) -> bool:
@@ -239,14 +294,14 @@ class AgentJournal:
 
     # -- code runs and host calls --------------------------------------------------------
 
-    async def code_run(self, step: int) -> dict[str, Any]:
+    def code_run(self, step: int) -> dict[str, Any]:
         """A code run starts: its clock base and seed (recorded, or replayed)."""
         self._step, self._issued = step, 0
         entry = self.entries.get(f"c.{step}")
         if entry is not None:
             return entry.body
         clock = {"time": time.time(), "seed": secrets.randbits(63)}
-        await self.add(f"c.{step}", "code", clock)
+        self.write(f"c.{step}", "code", clock)
         return clock
 
     def issue(self, skill: str, args: dict[str, Any] | None, *, next: bool = False) -> HostCall:
@@ -281,23 +336,15 @@ class AgentJournal:
             )
         return None
 
-    async def record(self, call: HostCall, outcome: dict[str, Any]) -> None:
+    def record(self, call: HostCall, outcome: dict[str, Any]) -> None:
         """Journal what a host call did: ``{"ok": true, "result": ...}``, ``{"ok":
-        false, "error": {...}}`` or ``{"ok": true, "result": null, "skipped": true}``."""
+        false, "error": {...}}`` or ``{"ok": true, "result": null, "skipped": true}``.
+        Queued: the policy flushes at the end of the code run, before the model sees
+        its result, and before a checkpoint."""
         body = {"skill": call.skill, "args": call.args, **outcome}
         if call.next:
             body["next"] = True
-        try:
-            json.dumps(body)
-        except (TypeError, ValueError) as exc:  # the sandbox refuses it as well
-            problem = f"{call.skill!r} returned a value that is not JSON: {exc}"
-            body = {
-                "skill": call.skill,
-                "args": call.args,
-                "ok": False,
-                "error": {"type": "ResultInvalid", "message": problem},
-            }
-        await self.add(call.key, "call", body)
+        self.write(call.key, "call", body)
 
     def decision_for(self, call: HostCall) -> tuple[str, str | None] | None:
         """The human's decision on ``call``, when it is the one a resumed run waited for."""
@@ -326,6 +373,22 @@ class AgentJournal:
                 key=lambda item: item.index,
             )
         return expected
+
+
+def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:
+    """Serialize and write queued entries (on the store's thread). A host call whose
+    result is not JSON is journaled as the error the agent code got for it."""
+    encoded = []
+    for agent, key, kind, body, at in rows:
+        try:
+            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            problem = f"{body.get('skill')!r} returned a value that is not JSON: {exc}"
+            error = {"skill": body.get("skill"), "args": body.get("args"), "ok": False,
+                     "error": {"type": "ResultInvalid", "message": problem}}  # fmt: skip
+            text = json.dumps(error, ensure_ascii=False, separators=(",", ":"), default=repr)
+        encoded.append((agent, key, kind, text, at))
+    store.journal.add_rows(run_id, encoded)
 
 
 def replay(entry: JournalEntry) -> Any:

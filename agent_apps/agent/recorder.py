@@ -206,6 +206,9 @@ class Recorder:
         if session is not None and memory is not self._memory_seen:
             saved = self._memory_seen = memory
 
+        if journal is not None:  # the turn's host calls first: its marker says it is complete
+            await journal.run.flush()
+
         def write() -> None:
             if session is not None:
                 store.sessions.append(
@@ -232,6 +235,8 @@ class Recorder:
             self.report["result"] = result
         report = self._report(final=True)
         store, record, session, journal = self.store, self.record, self.session, self.journal
+        if journal is not None:
+            await journal.run.flush()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
         forget = ended and session is not None

@@ -437,8 +437,11 @@ class AgentRun:
     async def _run_code(self, actx: Context, args: dict[str, Any]) -> dict[str, Any]:
         self._code_ctx = actx
         self._notes = []
-        clock = await self.journal.code_run(self.steps) if self.journal is not None else None
+        journal = self.journal
+        clock = journal.code_run(self.steps) if journal is not None else None
         result = await self._sandbox.run(args["code"], clock=clock)
+        if journal is not None:  # its calls are journaled before the model sees their outcome
+            await journal.run.flush()
         return result.to_json()
 
     async def _call_host(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
@@ -476,14 +479,14 @@ class AgentRun:
         except Cancelled:
             raise
         except Exception as exc:
-            await journal.record(call, failure(exc))
+            journal.record(call, failure(exc))
             raise
         finally:
             self._inflight.discard(task)  # type: ignore[arg-type]
         if result is _SKIPPED:
-            await journal.record(call, {"ok": True, "result": None, "skipped": True})
+            journal.record(call, {"ok": True, "result": None, "skipped": True})
             return None
-        await journal.record(call, {"ok": True, "result": result})
+        journal.record(call, {"ok": True, "result": result})
         return result
 
     async def _perform(
@@ -493,11 +496,11 @@ class AgentRun:
         assert self._code_ctx is not None
         if options.pop("next", False):
             return await self._next(name, args)
-        extra: dict[str, Any] = {"internals": {"approval_gate": functools.partial(self._gate, call)}}
+        internals: dict[str, Any] = {"approval_gate": functools.partial(self._gate, call)}
         if call is not None:  # agents started below this call find their place in the journal
-            extra["nonlocals"] = {SCOPE: {"prefix": f"{self.journal.path}/{call.step}.{call.index}/", "n": 0}}  # type: ignore[union-attr]
+            internals[SCOPE] = (self.journal, call)
         try:
-            return await self._code_ctx.manager.invoke(name, args, **options, **extra)
+            return await self._code_ctx.manager.invoke(name, args, internals=internals, **options)
         except CallSkipped as skipped:
             self._notes.append(f"[approval: the call of {skipped.skill} was skipped: not made, it returned None]")
             return _SKIPPED if call is not None else None
@@ -533,15 +536,20 @@ class AgentRun:
             "at": time.time(),
         }
         exc = ApprovalPending(self.record.run_id, pending)
-        await self._halt(exc)  # the calls running beside it finish (and are journaled) first
+        # the calls running beside it finish first, everything is journaled and the
+        # checkpoint written; only then the code stops (which cancels this call's task)
+        await self._halt(exc, interrupt=False)
+        await journal.run.flush()
         store = self.cm.state
         await store.call(store.journal.pend, self.record.run_id, pending)
+        if self._sandbox is not None:
+            self._sandbox.interrupt()
         raise exc
 
-    async def _halt(self, exc: AgentAppsError) -> None:
+    async def _halt(self, exc: AgentAppsError, *, interrupt: bool = True) -> None:
         """Stop the run where it stands: no new host call starts, the ones running finish
-        (so their outcomes are journaled), then the code is interrupted and every
-        callback raises ``exc`` until the provider gives up."""
+        (so their outcomes are journaled), then the code is interrupted (``interrupt``)
+        and every callback raises ``exc`` until the provider gives up."""
         if self._halted is not None:
             return
         self._halted = exc
@@ -549,7 +557,7 @@ class AgentRun:
         others = [task for task in self._inflight if task is not current]
         if others:
             await asyncio.wait(others)
-        if self._sandbox is not None:
+        if interrupt and self._sandbox is not None:
             self._sandbox.interrupt()
 
     def _open_journal(self) -> AgentJournal | None:

@@ -100,6 +100,15 @@ class Journal:
                 (run_id, agent, key, kind, text, time.time()),
             )
 
+    def add_rows(self, run_id: str, rows: builtins.list[tuple[str, str, str, str, float]]) -> None:
+        """Append entries ``(agent, key, kind, body as JSON text, time)`` in one transaction."""
+        with self.db.write() as conn:
+            conn.executemany(
+                "INSERT INTO journal (run_id, agent, key, kind, body, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, agent, key) DO NOTHING",
+                [(run_id, *row) for row in rows],
+            )
+
     def pend(self, run_id: str, pending: dict[str, Any]) -> None:
         """Record the call the run waits for approval of (replacing an older one)."""
         with self.db.write() as conn:

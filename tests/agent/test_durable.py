@@ -448,6 +448,7 @@ frontmatter = {"params": {"type": "object"}}
 async def main(ctx, args):
     root = Path(ctx.manager.context_manager.cwd)
     if not (root / "killed").exists():
+        await asyncio.sleep(0.1)  # the journal writes what happened within milliseconds
         (root / "ready").write_text("x")
         await asyncio.sleep(60)
     return "awake"
