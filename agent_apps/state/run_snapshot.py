@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
 from .runs import find_run
-from .snapshot import _dotted, _line, _parse
+from .snapshot import _line, _parse, check_export
 
 if TYPE_CHECKING:
     from . import StateStore
@@ -214,27 +214,7 @@ def _agents_state(entries: list[Any]) -> list[dict[str, Any]]:
 
 
 def _check(data: Any, text: str | None, source: str) -> None:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SnapshotInvalid(
-            f"not an agent-apps run export (its 'format' must be {FORMAT!r}; make one with agent-apps runs export RUN)",
-            source=source,
-            line=_line(text, ["format"]) if isinstance(data, dict) else 1,
-            field="format" if isinstance(data, dict) else None,
-        )
-    version = data.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
-        raise SnapshotInvalid(
-            f"written by a newer agent-apps (export version {version}; this version reads up to {VERSION})",
-            source=source,
-            line=_line(text, ["version"]),
-            field="version",
-        )
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SNAPSHOT_SCHEMA).iter_errors(data))
-    if error is not None:
-        path = list(error.absolute_path)
-        raise SnapshotInvalid(error.message, source=source, line=_line(text, path), field=_dotted(path) or None)
+    check_export(data, text, source, format=FORMAT, version=VERSION, schema=SNAPSHOT_SCHEMA, kind="run")
     seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(data["journal"]):
         key = (entry["agent"], entry["key"])

@@ -287,6 +287,26 @@ async def test_a_sub_agent_started_by_agent_code_is_checkpointed_and_resumed_in_
     assert counted(durable.cwd) == ["outer", "inner"] and (durable.cwd / "out.txt").read_text() == "inner"
 
 
+@pytest.mark.skipif("agent-strands" not in HARNESSES, reason="needs the strands extra")
+async def test_a_run_that_failed_at_the_model_is_retried_from_its_journal(durable):
+    from .providers import strands_bedrock
+
+    turns = [
+        {"text": "Counting.", "code": "print(await ctx.manager.invoke('counter', {'tag': 'once'}))"},
+        {"error": {"type": "ModelNotReadyException", "message": "the model is down"}},
+        {"text": "Done."},
+    ]
+    with strands_bedrock() as harness:
+        call = {"prompt": "Test.", "user_message": "Count.", "config": {**harness.config(turns), "max_retries": 0}}
+        with pytest.raises(Exception, match="the model is down"):
+            await durable.invoke("agent", call)
+        (run,) = durable.state.runs.list()
+        assert run.status == "error" and len(harness.fake.requests) == 2
+        assert await fresh(durable).resume(run.id) == "Done."
+        assert len(harness.fake.requests) == 3  # the first turn came from the journal
+    assert counted(durable.cwd) == ["once"]
+
+
 def test_resume_refuses_unknown_finished_and_undecided_runs(durable, capsys, monkeypatch):
     monkeypatch.setenv("AGENT_APPS_STATE", durable.state.path)
     assert cli_main(["resume", "nope"]) == 2
@@ -440,7 +460,7 @@ def test_the_command_line_checkpoints_then_other_processes_approve_and_resume(tm
     assert again.returncode == 2 and "it already ended (status done)" in again.stderr
 
 
-def test_a_run_killed_mid_way_is_resumed(tmp_path):
+def test_a_persistent_run_killed_mid_way_is_resumed(tmp_path):
     hang = """
 import asyncio
 from pathlib import Path
@@ -457,9 +477,9 @@ async def main(ctx, args):
         {"text": "Counting.", "code": "print(await ctx.manager.invoke('counter', {'tag': 'one'}))"},
         {"text": "Waiting.", "code": "await ctx.manager.invoke('counter', {'tag': 'two'})\n"
          "print(await ctx.manager.invoke('hang', {}))"},
-        {"text": "Done."},
+        {"text": "Done.", "code": "ctx.manager.finish('Done.')"},
     ]  # fmt: skip
-    skills = _project(tmp_path, {"agent": "agent-scripted", "script": turns})
+    skills = _project(tmp_path, {"agent": "agent-scripted", "script": turns, "persistent": True})
     (skills / "hang.skill.py").write_text(hang)
     env = _env(tmp_path)
     cmd = [sys.executable, "-m", "agent_apps", "invoke", "scribe", "--path", "skills"]
