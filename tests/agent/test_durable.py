@@ -71,7 +71,8 @@ def durable(context_manager, write_skill):
 
 
 async def run_agent(cm: ContextManager, turns: list[dict[str, Any]], *, config=ASK_WRITE, **options: Any) -> Any:
-    call = {"prompt": "Test.", "user_message": "Write the note.", "config": {"agent": "agent-scripted", "script": turns}}
+    model = {"agent": "agent-scripted", "script": turns}
+    call = {"prompt": "Test.", "user_message": "Write the note.", "config": model}
     return await cm.invoke("agent", call, config=config, **options)
 
 
@@ -105,7 +106,8 @@ def live_turns(cm: ContextManager, run_id: str) -> list[int]:
 async def test_every_model_turn_and_host_call_is_journaled_in_order(durable):
     turns = [
         {"text": "Two calls.", "code": "a = await ctx.manager.invoke('counter', {'tag': 'a'})\n"
-         "try:\n    await ctx.manager.invoke('counter', {'tag': 7})\nexcept Exception as e:\n    print(type(e).__name__)"},
+         "try:\n    await ctx.manager.invoke('counter', {'tag': 7})\n"
+         "except Exception as e:\n    print(type(e).__name__)"},
         {"text": "Done."},
     ]  # fmt: skip
     assert await run_agent(durable, turns) == "Done."
@@ -232,7 +234,8 @@ async def test_the_approved_call_cannot_be_swapped_and_divergence_executes_nothi
     assert len(counted(durable.cwd)) == 2 and not (durable.cwd / "out.txt").exists()
     assert other.state.runs.get(run_id).status == "error"
 
-    turns = [{"code": "import os\nawait ctx.manager.invoke('file-write', {'path': 'w-' + os.urandom(3).hex(), 'content': ''})"}]
+    path = "'w-' + os.urandom(3).hex()"
+    turns = [{"code": f"import os\nawait ctx.manager.invoke('file-write', {{'path': {path}, 'content': ''}})"}]
     with pytest.raises(ApprovalPending) as info:
         await run_agent(durable, turns)
     durable.approve(info.value.run_id)
@@ -389,12 +392,11 @@ Write the note.
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {
-        "AGENT_APPS_HOME": str(tmp_path / "home"),
-        "PATH": "/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", str(tmp_path)),
-        **extra,
-    }
+    env = {"AGENT_APPS_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    for name in ("AGENT_APPS_CACHE_DIR", "XDG_CACHE_HOME"):  # the compiled sandbox, where this process has it
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return {**env, **extra}
 
 
 def _cli(tmp_path: Path, env: dict[str, str], *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
