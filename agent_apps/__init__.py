@@ -18,11 +18,13 @@ from .config import DEFAULTS
 from .context import Context, Manager, Signal
 from .errors import (
     AgentAppsError,
+    ApprovalPending,
     ArgsInvalid,
     Cancelled,
     ConfigError,
     LimitExceeded,
     MiddlewareError,
+    ReplayDiverged,
     ResultInvalid,
     SandboxError,
     SkillFailed,
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULTS",
     "AgentAppsError",
+    "ApprovalPending",
     "ArgsInvalid",
     "Cancelled",
     "ConfigError",
@@ -49,6 +52,7 @@ __all__ = [
     "LimitExceeded",
     "Manager",
     "MiddlewareError",
+    "ReplayDiverged",
     "ResultInvalid",
     "SandboxError",
     "Signal",

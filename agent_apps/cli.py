@@ -1,10 +1,10 @@
 """The ``agent-apps`` command (CONTRACT section 5).
 
 Exit status: 0 done; 1 the skill failed (``list``: some files failed to load); 2 the
-call was wrong (unknown skill, invalid args, not allowed, bad command line); 130
-interrupted; 141 the reader of stdout went away (``agent-apps list | head``). Errors go
-to stderr in one or two plain lines, each starting ``error:``; ``--debug`` adds the
-traceback.
+call was wrong (unknown skill, invalid args, not allowed, bad command line); 3 the run
+waits for approval (``approve`` and ``resume`` continue it); 130 interrupted; 141 the
+reader of stdout went away (``agent-apps list | head``). Errors go to stderr in one or
+two plain lines, each starting ``error:``; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from .errors import AgentAppsError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 3, 130, 141
 
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
-    "runs": ("agent_apps.state.cli", "list and show recorded agent runs"),
+    "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
 }
 
@@ -133,10 +133,6 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     cm = _manager(args)
     skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
     call_args = _call_args(args, skill.params)
-    from .progress import JsonLines, ProgressPrinter
-
-    topic = f"cli.{cm.id}"
-    cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
     session = {"session": args.session} if args.session else {}
     if args.session:
         from .state import session_id_problem
@@ -144,6 +140,52 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         problem = session_id_problem(args.session)
         if problem:
             raise UsageError(f"--session: {problem}")
+    return _serve(cm, args, skill.name, lambda options: cm.invoke(skill, call_args, **options, **session))
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Record the decision on the call a run waits for (docs/durability.md)."""
+    from .state.cli import _store
+
+    store = _store()
+    run = store.runs.get(args.run_id)
+    action = "skip" if args.skip else "approve" if args.deny is None else "deny"
+    point = store.journal.decide(run.id, action, args.deny)
+    pending = point.pending or {}
+    what = {"approve": "approved", "deny": "denied", "skip": "skipped"}[action]
+    reason = f" ({args.deny})" if args.deny else ""
+    call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
+    print(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}")
+    return EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a durable run: after a decision, a crash, an error (docs/durability.md)."""
+    cm = _manager(args)
+    run = cm.state.runs.get(args.run_id)
+    point = cm.state.journal.checkpoint(run.id)
+    invocation = point.invocation if point is not None else {}
+    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]
+    cwd = invocation.get("cwd")
+    if recorded or (cwd and os.path.isdir(cwd) and os.path.realpath(cwd) != os.path.realpath(cm.cwd)):
+        # where the run found its skills the first time, whatever the current directory
+        from .manager import ContextManager
+
+        cwd = cwd if cwd and os.path.isdir(cwd) else None
+        cm = ContextManager(search_path=[*recorded, *args.path], cwd=cwd, state=cm.state)
+    name = str(invocation.get("name") or run.name)
+    return _serve(cm, args, name, lambda options: cm.resume(run.id, **options))
+
+
+def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
+    """Run ``start(options)`` (an invocation) with progress on stderr; print its result."""
+    import asyncio
+
+    from .errors import ApprovalPending
+    from .progress import JsonLines, ProgressPrinter
+
+    topic = f"cli.{cm.id}"
+    cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
     served: dict[str, Any] = {}
 
     async def watch(ctx: Any, call_next: Any) -> Any:
@@ -152,12 +194,26 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         finally:  # the agent that served this call (if one did) left its state here
             served.update(ctx.locals.get("agent") or {})
 
-    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch], **session)
+    async def run() -> Any:
+        try:
+            return await start({"nonlocals": {"agent": {"events": topic}}, "middleware": [watch]})
+        finally:
+            await cm.events.drain()
+
+    try:
+        result = asyncio.run(run())
+    except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
+        print(
+            f"agent-apps: run {exc.run_id} is waiting for approval of {exc.call}; decide with: agent-apps approve "
+            f"{exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
+            file=sys.stderr,
+        )
+        return EXIT_APPROVAL
     _print_result(result, as_json=args.json, out=sys.stdout)
     status = served.get("status")
     if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
         print(
-            f"error: {skill.name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
+            f"error: {name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
             f"{_count(served.get('steps') or 0, 'step')}; model.{status} sets the limit); "
             "the partial result is on stdout",
             file=sys.stderr,
@@ -407,6 +463,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _short_json(value: Any, limit: int = 200) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= 80 else line[:77] + "..."
@@ -449,6 +510,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
     p.set_defaults(run=cmd_invoke)
 
+    p = sub.add_parser("approve", parents=[common], help="decide on the call a run waits for (then: resume)")
+    p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
+    decision = p.add_mutually_exclusive_group()
+    decision.add_argument("--deny", metavar="REASON", help="refuse the call; the agent's code gets REASON")
+    decision.add_argument("--skip", action="store_true", help="do not make the call; the code gets None")
+    p.set_defaults(run=cmd_approve)
+
+    p = sub.add_parser("resume", parents=[common], help="continue a run: after approve, a crash or an error")
+    p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
+    p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
+    p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    p.set_defaults(run=cmd_resume)
+
     p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
     p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
     p.add_argument("--json", action="store_true", help="JSON output")
@@ -488,7 +562,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.set_defaults(run=cmd_sandbox_build)
     for name, (_, text) in _GROUPS.items():  # listed in --help; parsed by their own module
         sub.add_parser(name, help=text, add_help=False)
-    return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config")}
+    return parser, {name: sub.choices[name] for name in ("invoke", "list", "describe", "config", "resume")}
 
 
 if __name__ == "__main__":  # pragma: no cover

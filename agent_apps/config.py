@@ -46,6 +46,8 @@ DEFAULTS: dict[str, Any] = {
         "sandbox": {"timeout": 30, "memory_mb": 256, "output_kb": 64},
         # sessions (docs/sessions.md)
         "retention": "permanent",
+        # durable runs (docs/durability.md): the journal a resume replays
+        "journal": True,
         "context_window": 200_000,
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
         # the agent's own middleware, run where "$agent" stands in a middleware list
@@ -92,6 +94,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "sandbox", "max_payload_kb"): _INT,
     ("model", "sandbox", "max_recursion"): _INT,
     ("model", "retention"): _STR,
+    ("model", "journal"): _BOOL,
     ("model", "context_window"): _INT,
     ("model", "compaction"): _MAP,
     ("model", "compaction", "strategy"): _STR,

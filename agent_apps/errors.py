@@ -12,11 +12,13 @@ from typing import Any
 
 __all__ = [
     "AgentAppsError",
+    "ApprovalPending",
     "ArgsInvalid",
     "Cancelled",
     "ConfigError",
     "LimitExceeded",
     "MiddlewareError",
+    "ReplayDiverged",
     "ResultInvalid",
     "SandboxError",
     "SkillFailed",
@@ -153,3 +155,33 @@ class Cancelled(AgentAppsError):
 
     def __init__(self, reason: str = "cancelled", *, skill: str | None = None) -> None:
         super().__init__(reason, skill=skill)
+
+
+class ApprovalPending(AgentAppsError):
+    """A call from agent code needs a human's approval and nobody can be asked now: the
+    run was checkpointed and ended with status ``waiting-approval``. Decide with
+    ``agent-apps approve RUN`` (``cm.approve``), then ``agent-apps resume RUN``
+    (``cm.resume``). ``pending`` describes the call: skill, args, agent, rule."""
+
+    def __init__(self, run_id: str, pending: dict[str, Any]) -> None:
+        import json
+
+        self.run_id = run_id
+        self.pending = pending
+        args = json.dumps(pending.get("args"), ensure_ascii=False, default=str)
+        if len(args) > 300:
+            args = args[:299] + "…"
+        self.call = f"{pending.get('skill')} {args}"
+        super().__init__(f"run {run_id} is waiting for approval of {self.call}", skill=pending.get("skill"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "run_id": self.run_id, "pending": self.pending}
+
+
+class ReplayDiverged(AgentAppsError):
+    """A resumed run asked for something other than what its journal holds (the code,
+    a skill or the model's inputs changed since): it stopped before executing it."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} diverged from its journal on resume: {message}")

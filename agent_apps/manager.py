@@ -316,6 +316,26 @@ class ContextManager:
     async def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
         return await pipeline.invoke(self, ref, args, parent, options)
 
+    # -- durable runs (docs/durability.md) ------------------------------------------------
+
+    async def resume(self, run_id: str, **options: Any) -> Any:
+        """Continue a durable run that stopped: checkpointed for approval (decide with
+        :meth:`approve` first), killed mid-way, failed or cancelled. Its root skill is
+        invoked again, in the same run, replaying the journal: model turns already
+        answered are not requested again, host calls already made are not made again.
+        ``options`` are :meth:`invoke`'s (the recorded config and session by default)."""
+        from .agent.durable import resume
+
+        return await resume(self, run_id, **options)
+
+    def approve(self, run_id: str, *, deny: str | None = None, skip: bool = False) -> Any:
+        """Decide on the call a run waits for: approve it, ``deny="reason"`` (the agent
+        code gets the refusal) or ``skip=True`` (the call is not made; the code gets
+        None). Returns the run's checkpoint; :meth:`resume` then continues the run."""
+        from .agent.durable import decide
+
+        return decide(self, run_id, deny=deny, skip=skip)
+
     # -- callback refs -----------------------------------------------------------------
 
     def callback(

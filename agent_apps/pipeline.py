@@ -99,7 +99,7 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = options["config"]
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
-    if options.get("run") is not None:  # a run recorded before it started (the scheduler's)
+    if options.get("run") is not None:  # continue a run recorded before (the scheduler's, a resumed one)
         ctx._run = options["run"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])

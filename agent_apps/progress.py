@@ -93,6 +93,9 @@ class ProgressPrinter:
             failed = self._model_errors.pop(run, "the model call failed")
             self._line(pad, self._style("33", f"↻ {failed}: retry {e.get('attempt')} in {e.get('delay')} s"))
             return
+        if e.get("status") == "waiting-approval":  # the command line says which call, once
+            self._line(pad, self._style("1;33", f"■ {e.get('agent')}: paused, waiting for approval"))
+            return
         error = e.get("error") or {}
         message = error.get("message") if isinstance(error, dict) else str(error)
         if e.get("attempt") is not None:

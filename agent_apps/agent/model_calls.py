@@ -27,9 +27,14 @@ declares ``metadata: {provider: {model_calls: true}}`` reports each call twice:
 ``R`` is a :class:`ModelResponse`. A replayed ``R`` is acted on like a live one: the
 provider reports its text and tool calls through the usual events and runs the calls.
 
-Features plug in as :class:`ModelInterceptor` objects, consulted in order: each sees
-the event as the ones before it left it, and the first ``response`` on ``model-call``
-ends the round (nothing after it sees that call).
+Features plug in as :class:`ModelInterceptor` objects, layered like an onion: the
+first is the outermost. ``model-call`` goes through them first to last, each seeing the
+event as the ones before it left it, and the first ``response`` ends the round (nothing
+after it sees that call); ``model-response`` comes back last to first, so the outermost
+sees the answer the provider will act on. The journal of durable runs is the outermost
+(``durable.py``): a replayed answer meets no middleware or guardrail (they saw it, and
+changed it, the first time), and the journal records the answer as they left it.
+Interceptors that only act on live answers skip events with ``replayed: true``.
 """
 
 from __future__ import annotations
@@ -122,7 +127,7 @@ class ModelCalls:
 
     async def on_response(self, event: dict[str, Any]) -> dict[str, Any]:
         original = event.get("response")
-        for interceptor in self.interceptors:
+        for interceptor in reversed(self.interceptors):
             answer = await interceptor.model_response(event)
             if answer and "response" in answer:
                 event["response"] = answer["response"]

@@ -29,6 +29,7 @@ from ..state.messages import Message, estimate_text
 if TYPE_CHECKING:
     from ..run_record import RunRecord
     from ..state import StateStore
+    from .durable import AgentJournal
 
 __all__ = ["RETENTIONS", "Recorder"]
 
@@ -49,9 +50,12 @@ class Recorder:
         model: str | None,
         retention: str,
         user_message: str,
+        journal: AgentJournal | None = None,
     ) -> None:
         self.store = store
         self.record = record
+        #: a durable run's journal: turns replayed from it are stored already
+        self.journal = journal
         self.session = record.session_id
         self.retention = retention
         self.keeps_content = retention == "permanent"
@@ -176,6 +180,10 @@ class Recorder:
         for call in step["tool_calls"]:
             call.pop("_start", None)
         step["tool_ms"] = round(sum(c.get("latency_ms") or 0 for c in step["tool_calls"]), 3)
+        turn = step.get("turn")
+        replayed = self.journal is not None and self.journal.turn_stored(turn)
+        if replayed:  # a resumed run: this turn came from the journal
+            step["replayed"] = True
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
@@ -187,9 +195,9 @@ class Recorder:
         if isinstance(directive, dict) and directive.get("continue") and directive.get("message"):
             self._pending.append({"role": "user", "text": str(directive["message"])})
 
-        store, record = self.store, self.record
+        store, record, journal = self.store, self.record, self.journal
         report = self._report()
-        session = self.session if self.writes_messages else None
+        session = self.session if self.writes_messages and not replayed else None
         anchor = None
         if usage and usage.get("input_tokens"):
             total = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
@@ -197,6 +205,9 @@ class Recorder:
         saved = _UNSET
         if session is not None and memory is not self._memory_seen:
             saved = self._memory_seen = memory
+
+        if journal is not None:  # the turn's host calls first: its marker says it is complete
+            await journal.run.flush()
 
         def write() -> None:
             if session is not None:
@@ -208,6 +219,8 @@ class Recorder:
                     anchor=anchor,
                 )
             store.runs.report(record, report)
+            if journal is not None and not replayed:  # the turn's messages, for export and replay
+                journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
         await store.call(write)
 
@@ -221,13 +234,19 @@ class Recorder:
         elif self.keeps_content:
             self.report["result"] = result
         report = self._report(final=True)
-        store, record, session = self.store, self.record, self.session
-        forget = self.retention == "run" and session is not None
+        store, record, session, journal = self.store, self.record, self.session, self.journal
+        if journal is not None:
+            await journal.run.flush()
+        # a run waiting for approval has not ended: it keeps what a resume needs
+        ended = self.retention == "run" and status != "waiting-approval"
+        forget = ended and session is not None
 
         def write() -> None:
             store.runs.finish_agent(record, status=status, report=report)
             if forget:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
+            if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
+                store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
 
         await store.call(write)
 

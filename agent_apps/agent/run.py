@@ -31,7 +31,9 @@ model-response turn, attempt, response,           {response?}
 Run statuses (``ctx.locals["agent"]["status"]``, and ``status`` in the final
 ``agent-complete`` or ``agent-error`` event): ``done``; ``max_turns`` and ``max_steps``
 (the run stopped at a cap: its result is the model's last text followed by the terminal
-message, or with ``returns`` a LimitExceeded); ``error``; ``cancelled``.
+message, or with ``returns`` a LimitExceeded); ``error``; ``cancelled``;
+``waiting-approval`` (a call from its code needs a human and nobody can be asked now:
+the run was checkpointed, see ``durable.py`` and docs/durability.md).
 
 Middleware mode: when the served skill is a prompt skill with ``metadata.role:
 middleware``, the agent serves the call that middleware wraps. Its code sees that call
@@ -42,6 +44,7 @@ the ``next`` option, answered here by the served middleware's ``next()``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -50,22 +53,28 @@ from ..allowed_tools import parse_specs
 from ..config import call_config
 from ..errors import (
     AgentAppsError,
+    ApprovalPending,
     ArgsInvalid,
     Cancelled,
     LimitExceeded,
     MiddlewareError,
+    ReplayDiverged,
     ResultInvalid,
     ToolNotAllowed,
 )
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
+from ..tools import approval
+from ..tools.errors import CallSkipped
 from ..validation import schema_error, schema_problem, validate_args
+from .durable import SCOPE, AgentJournal, HostCall, RunJournal, failure, replay
 from .model_calls import RESPONSE_SCHEMA, ModelCalls
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 from .recorder import RETENTIONS, Recorder
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..tools.approval import ApprovalRequest
 
 __all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "AgentRun"]
 
@@ -173,6 +182,13 @@ class AgentRun:
         #: Features that sit around each model call (journal, model middleware,
         #: guardrails, context layers) register here before the run starts.
         self.model_calls = ModelCalls()
+        #: The journal (durable.py), when this run keeps one.
+        self.journal: AgentJournal | None = None
+        #: What stopped the run where it stood (a checkpoint for approval, a replay that
+        #: diverged): every callback raises it from then on.
+        self._halted: AgentAppsError | None = None
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._notes: list[str] = []
 
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
@@ -226,6 +242,7 @@ class AgentRun:
     async def run(self) -> Any:
         served, provider = self.served, self.provider
         visible = self.cm.visible_tools(self.allowed_tools, caller=served.skill.name, exclude=self.exclude)
+        self.journal = journal = self._open_journal()
         self.recorder = recorder = Recorder(
             self.cm.state,
             self.record,
@@ -234,9 +251,13 @@ class AgentRun:
             model=self.config.get("model_id"),
             retention=self.retention,
             user_message=self.user_message,
+            journal=journal,
         )
         memory = await recorder.start()
-        if memory:  # the session's memory, under what this call seeds
+        started = journal.started if journal is not None else None
+        if started is not None:  # resumed: the memory it started with the first time
+            self.memory_seed = dict(started.get("memory") or {})
+        elif memory:  # the session's memory, under what this call seeds
             self.memory_seed = {**memory, **self.memory_seed}
         try:
             return await self._run(recorder, visible)
@@ -264,8 +285,26 @@ class AgentRun:
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
         try:
             window: list[Any] = []
-            if self.record.session_id is not None:
+            started = self.journal.started if self.journal is not None else None
+            if started is not None:  # resumed: the window it was given the first time
+                window = list(started.get("window") or ())
+            elif self.record.session_id is not None:
                 window = await self._prompt_window(system)
+            if self.journal is not None:
+                await self.journal.start(
+                    {
+                        "skill": served.skill.name,
+                        "name": self.name,
+                        "user_message": self.user_message,
+                        "provider": provider,
+                        "system": [{"name": "system", "text": system}],
+                        "tools": [s.name for s in visible.tools],
+                        "allowed_tools": self.allowed_tools,
+                        "exclude": self.exclude,
+                        "memory": self.memory_seed,
+                        "window": window,
+                    }
+                )
             self._sandbox = await _acquire_sandbox(self)
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
@@ -290,6 +329,8 @@ class AgentRun:
                     _require_model_calls(self.cm.get(provider))
                     call.update(self.model_calls.provider_args())
                 text = await ctx.manager.invoke(provider, call)
+                if self._halted is not None:  # the provider carried on past a halt: it still stops
+                    raise self._halted
             finally:
                 stop_sandbox()
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
@@ -300,10 +341,16 @@ class AgentRun:
                 )
             result = self._result(text)
         except (AgentAppsError, asyncio.CancelledError) as exc:
-            if self.state["status"] == "running":
+            halted = self._halted if isinstance(exc, AgentAppsError) else None
+            if halted is not None:  # whatever the provider made of it, the halt is what happened
+                self.state["status"] = "waiting-approval" if isinstance(halted, ApprovalPending) else "error"
+                exc = halted
+            elif self.state["status"] == "running":
                 self.state["status"] = "cancelled" if isinstance(exc, (Cancelled, asyncio.CancelledError)) else "error"
             error = exc.to_json() if isinstance(exc, AgentAppsError) else {"type": "Cancelled", "message": "cancelled"}
             self._emit("agent-error", error=error, status=self.state["status"])
+            if halted is not None:
+                raise halted from None
             raise
         if self._stopped is None:
             self.state["status"] = "done"
@@ -356,6 +403,8 @@ class AgentRun:
 
     async def invoke_tool(self, cctx: Context, args: dict[str, Any]) -> dict[str, Any]:
         """Run the model's code as an anonymous, untrusted skill through the pipeline."""
+        if self._halted is not None:
+            raise self._halted
         if self.finished:
             return {"text": "The task is already finished; no more code runs.", "error": True}
         self.steps += 1
@@ -367,10 +416,14 @@ class AgentRun:
                 "error": True,
             }
         data = await cctx.manager.invoke(self._code_skill, {"code": args["code"]}, internals={"untrusted": True})
+        if self._halted is not None:
+            raise self._halted
         from ..sandbox import RunResult
 
         result = RunResult(**data)
         text = result.for_model()
+        if self._notes:  # what happened to its calls that the code cannot tell (a skipped call)
+            text = "\n".join([text, *self._notes]) if text else "\n".join(self._notes)
         if result.finished and not result.error:
             problem = schema_problem(self.returns, result.value) if self.returns is not None else None
             if problem is None:
@@ -386,19 +439,145 @@ class AgentRun:
 
     async def _run_code(self, actx: Context, args: dict[str, Any]) -> dict[str, Any]:
         self._code_ctx = actx
-        result = await self._sandbox.run(args["code"])
+        self._notes = []
+        journal = self.journal
+        clock = journal.code_run(self.steps) if journal is not None else None
+        result = await self._sandbox.run(args["code"], clock=clock)
+        if journal is not None:  # its calls are journaled before the model sees their outcome
+            await journal.run.flush()
         return result.to_json()
 
     async def _call_host(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
         """A call from guest code: a child of the agent-code invocation (untrusted), so
         the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
-        sandbox checked that it comes alone) advances the call this agent serves."""
+        sandbox checked that it comes alone) advances the call this agent serves.
+
+        With a journal, a call the journal holds is answered from it (a resumed run),
+        and every call made is journaled with its outcome before the code sees it."""
         assert self._code_ctx is not None
         if self.recorder is not None:
             self.recorder.called(name)
+        if self._halted is not None:
+            raise self._halted
+        journal = self.journal
+        if journal is None:
+            return await self._perform(name, args, options, None)
+        call = journal.issue(name, args, next=bool(options.get("next")))
+        try:
+            entry = journal.replayed(call)
+        except ReplayDiverged as exc:
+            await self._halt(exc)
+            raise
+        if entry is not None:
+            if call.next:  # the served call's outcome, as the first time (it is not made again)
+                self._next_outcome = _next_outcome(entry.body)
+            return replay(entry)
+        task = asyncio.current_task()
+        self._inflight.add(task)  # type: ignore[arg-type]
+        try:
+            result = await self._perform(name, args, options, call)
+        except (ApprovalPending, ReplayDiverged) as exc:  # the run stops here; nothing happened to journal
+            await self._halt(exc)
+            raise
+        except Cancelled:
+            raise
+        except Exception as exc:
+            journal.record(call, failure(exc))
+            raise
+        finally:
+            self._inflight.discard(task)  # type: ignore[arg-type]
+        if result is _SKIPPED:
+            journal.record(call, {"ok": True, "result": None, "skipped": True})
+            return None
+        journal.record(call, {"ok": True, "result": result})
+        return result
+
+    async def _perform(
+        self, name: str, args: dict[str, Any] | None, options: dict[str, Any], call: HostCall | None
+    ) -> Any:
+        """Make a host call, with this run's approval gate on it (see :meth:`_gate`)."""
+        assert self._code_ctx is not None
         if options.pop("next", False):
             return await self._next(name, args)
-        return await self._code_ctx.manager.invoke(name, args, **options)
+        internals: dict[str, Any] = {"approval_gate": functools.partial(self._gate, call)}
+        if call is not None:  # agents started below this call find their place in the journal
+            internals[SCOPE] = (self.journal, call)
+        try:
+            return await self._code_ctx.manager.invoke(name, args, internals=internals, **options)
+        except CallSkipped as skipped:
+            self._notes.append(f"[approval: the call of {skipped.skill} was skipped: not made, it returned None]")
+            return _SKIPPED if call is not None else None
+
+    async def _gate(self, call: HostCall | None, request: ApprovalRequest) -> tuple[str, str | None] | None:
+        """The policy said ``ask`` for a host call from agent code. A resumed run applies
+        the decision recorded for it; else an approver (the terminal, a session's, the
+        manager's) answers approve, deny or skip; else, unattended, a durable run is
+        checkpointed (:class:`ApprovalPending`); else None: nobody could be asked."""
+        if self._halted is not None:
+            raise self._halted
+        journal = self.journal
+        if journal is not None and call is not None:
+            verdict = journal.decision_for(call)
+            if verdict is not None:
+                await journal.run.settle()
+                return verdict
+        approver = approval.find_approver(self.cm)
+        if approver is not None:
+            return await approval.answer(approver, request)
+        if journal is None or call is None or not journal.run.resumable:
+            return None
+        pending = {
+            "agent": journal.path,
+            "agent_name": self.name,
+            "step": call.step,
+            "index": call.index,
+            "skill": call.skill,
+            "args": call.args,
+            "category": request.category,
+            "mode": request.mode,
+            "rule": request.rule,
+            "at": time.time(),
+        }
+        exc = ApprovalPending(self.record.run_id, pending)
+        # the calls running beside it finish first, everything is journaled and the
+        # checkpoint written; only then the code stops (which cancels this call's task)
+        await self._halt(exc, interrupt=False)
+        await journal.run.flush()
+        store = self.cm.state
+        await store.call(store.journal.pend, self.record.run_id, pending)
+        if self._sandbox is not None:
+            self._sandbox.interrupt()
+        raise exc
+
+    async def _halt(self, exc: AgentAppsError, *, interrupt: bool = True) -> None:
+        """Stop the run where it stands: no new host call starts, the ones running finish
+        (so their outcomes are journaled), then the code is interrupted (``interrupt``)
+        and every callback raises ``exc`` until the provider gives up."""
+        if self._halted is not None:
+            return
+        self._halted = exc
+        current = asyncio.current_task()
+        others = [task for task in self._inflight if task is not current]
+        if others:
+            await asyncio.wait(others)
+        if interrupt and self._sandbox is not None:
+            self._sandbox.interrupt()
+
+    def _open_journal(self) -> AgentJournal | None:
+        """This run's journal: kept unless ``model.journal`` is false or retention is
+        ``none``, and only with a provider that reports its model calls (a resumed run
+        must replay them)."""
+        if self.config.get("journal") is False or self.retention == "none":
+            return None
+        try:
+            provider = self.cm.get(self.provider)
+        except AgentAppsError:
+            return None  # the provider call will say what is wrong
+        if not _reports_model_calls(provider):
+            return None
+        journal = RunJournal.of(self.ctx).agent(self.ctx, name=self.name)
+        self.model_calls.interceptors.insert(0, journal)  # outermost: a replayed answer meets nothing else
+        return journal
 
     async def _next(self, name: str, args: dict[str, Any] | None) -> Any:
         """``target.manager.next(args)`` from agent code: the served middleware's own
@@ -428,6 +607,8 @@ class AgentRun:
     # -- the hook callback -----------------------------------------------------------
 
     async def hook(self, cctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
+        if self._halted is not None:
+            raise self._halted
         kind = event["type"]
         # A model call's messages repeat the whole conversation: the trace keeps the rest.
         skip = ("type", "messages", "system") if kind == "model-call" else ("type",)
@@ -602,10 +783,22 @@ def _check_untrusted_call(ctx: Context, args: Mapping[str, Any]) -> None:
         )
 
 
+def _next_outcome(body: dict[str, Any]) -> tuple[bool, Any]:
+    """What a journaled ``next()`` call left for the run's result (see ``_result``)."""
+    if body.get("ok"):
+        return True, body.get("result")
+    error = body.get("error") or {}
+    return False, AgentAppsError(f"{error.get('type')}: {error.get('message')}")
+
+
+def _reports_model_calls(provider: Skill) -> bool:
+    declared = provider.metadata.get("provider")
+    return isinstance(declared, dict) and bool(declared.get("model_calls"))
+
+
 def _require_model_calls(provider: Skill) -> None:
     """A feature that sits around model calls needs a provider that reports them."""
-    declared = provider.metadata.get("provider")
-    if not (isinstance(declared, dict) and declared.get("model_calls")):
+    if not _reports_model_calls(provider):
         raise AgentAppsError(
             f"provider {provider.name!r} does not report its model calls (metadata.provider.model_calls), which "
             "this run needs (a resumed durable run, model-level middleware or guardrails); use a provider that "
@@ -613,6 +806,9 @@ def _require_model_calls(provider: Skill) -> None:
             skill=provider.name,
         )
 
+
+#: A host call skipped by the approver (journaled as such; the code gets None).
+_SKIPPED: Any = object()
 
 _POOL: Any = None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 import inspect
 import json
 import queue
@@ -82,6 +83,9 @@ class Core:
         self.memory_json = "{}"          # last saved JSON state of `memory`
         self.pending_setup = ""          # JSON for the next run's setup argument
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: the context of the code that started the run: host calls run in a copy of
+        #: it, so context variables (an approval session, a security mode) reach them
+        self.context: contextvars.Context | None = None
         self.call_host: CallHost | None = None
         self.caller_name = "agent code"
         self.target_json: str | None = None  # the served call, in middleware mode
@@ -255,7 +259,7 @@ class Core:
 
     # -- the run (worker thread) ------------------------------------------------------------
 
-    def run(self, code: str, timeout: float, seq: int | None = None) -> dict[str, Any]:
+    def run(self, code: str, timeout: float, seq: int | None = None, clock: str | None = None) -> dict[str, Any]:
         if seq is not None:
             with self._cv:
                 self._run_seq = seq
@@ -275,6 +279,8 @@ class Core:
         if self._limits_applied is not self.limits:
             self._apply_limits(store)
         setup, self.pending_setup = self.pending_setup, ""
+        if clock is not None:  # the run's clock base and seed (JSON), for replayable runs
+            setup = (setup or self.setup_json(memory=False))[:-1] + ',"clock":' + clock + "}"
         self._calls = 0
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
@@ -452,8 +458,10 @@ class Core:
     def _start_calls(self, token: int, starts: list[tuple[int, str, Any, Any]], cancels: list[int]) -> None:
         if token != self._run_token:
             return  # the run that issued these calls is over
+        loop, context = self.loop, self.context
         for call_id, name, args, options in starts:
-            self._tasks[call_id] = asyncio.ensure_future(self._one_call(token, call_id, name, args, options))
+            coro = self._one_call(token, call_id, name, args, options)
+            self._tasks[call_id] = loop.create_task(coro, context=context.copy() if context is not None else None)  # type: ignore[union-attr]
         for call_id in cancels:
             task = self._tasks.get(call_id)
             if task is not None:

@@ -22,6 +22,7 @@ an agent serves as middleware: ``{"skill": name, "args": {...}}``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from collections.abc import Mapping
@@ -73,16 +74,24 @@ class Sandbox:
 
     # -- running code ---------------------------------------------------------------------
 
-    async def run(self, code: str, timeout: float | None = None) -> RunResult:
-        """Run agent code; never raises for errors of the code itself (see RunResult)."""
+    async def run(
+        self, code: str, timeout: float | None = None, *, clock: Mapping[str, Any] | None = None
+    ) -> RunResult:
+        """Run agent code; never raises for errors of the code itself (see RunResult).
+
+        ``clock`` (``{"time": seconds, "seed": int}``) fixes what the code's clock and
+        ``random`` start from, so a replayed run sees the same values (see
+        ``guest/sandbox_guest/_clock.py``); without it they are the real ones."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        clock_json = None if clock is None else json.dumps({"time": float(clock["time"]), "seed": int(clock["seed"])})
         async with self._lock:
             core = self._core
             if core.closed:
                 raise RuntimeError("the sandbox is closed")
             loop = asyncio.get_running_loop()
             core.loop = loop
+            core.context = contextvars.copy_context()
             fut = loop.create_future()
 
             def done(ok: bool, result: Any) -> None:
@@ -91,7 +100,7 @@ class Sandbox:
             t0 = time.perf_counter()
             limit = float(timeout or self.limits.timeout)
             seq = core.next_seq()
-            core.submit(core.run, code, limit, seq, done=done)
+            core.submit(core.run, code, limit, seq, clock_json, done=done)
             # Watchdog: epoch interruption cannot reach a guest blocked inside a
             # host call (a WASI wait the guest runtime did not reroute).
             watchdog = loop.call_later(limit + WATCHDOG_GRACE, _resolve, fut, True, _STUCK)

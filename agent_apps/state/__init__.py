@@ -1,5 +1,5 @@
-"""The state store: sessions, runs and (later) journals and schedules, in one embedded
-SQLite database that needs no server.
+"""The state store: sessions, runs, the journals of durable runs and (later) schedules,
+in one embedded SQLite database that needs no server.
 
 ::
 
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._db import MEMORY, Database
-from .errors import AlreadyExists, NotFound, SnapshotInvalid, StateError
+from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
+from .journal import Checkpoint, Journal
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .schedules import ScheduleInfo, Schedules
@@ -37,10 +38,12 @@ __all__ = [
     "MEMORY",
     "AgentInfo",
     "AlreadyExists",
+    "Checkpoint",
     "Entry",
     "History",
     "Message",
     "NotFound",
+    "NotResumable",
     "RunInfo",
     "ScheduleInfo",
     "SessionInfo",
@@ -66,6 +69,7 @@ class StateStore:
         self.runs = Runs(self.db)
         self.schedules = Schedules(self.db)
         self.subscriptions = Subscriptions(self.db)
+        self.journal = Journal(self.db)
 
     @property
     def path(self) -> str:

@@ -64,6 +64,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="JSON output (reports and traces)")
     p.set_defaults(run=runs_show)
+    p = sub.add_parser("export", parents=[common], help="write a run as a versioned JSON snapshot to stdout")
+    p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
+    p.set_defaults(run=runs_export)
+    p = sub.add_parser("import", parents=[common], help="restore a run from an export (FILE, or - for stdin)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--path", action="append", default=[], metavar="DIR", help="where its skills are, to compare its tools"
+    )
+    p.set_defaults(run=runs_import)
     return parser.parse_args(argv)
 
 
@@ -150,12 +159,17 @@ def sessions_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def sessions_import(args: argparse.Namespace) -> int:
-    source = "<stdin>" if args.file == "-" else args.file
+def _read(file: str) -> tuple[str, str]:
+    """An export file's text (``-``: stdin) and the name to give it in errors."""
+    source = "<stdin>" if file == "-" else file
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        return (sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")), source
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotInvalid(f"cannot read it: {getattr(exc, 'strerror', None) or exc}", source=source) from None
+
+
+def sessions_import(args: argparse.Namespace) -> int:
+    text, source = _read(args.file)
     if args.as_id is not None:
         from .sessions import session_id_problem
 
@@ -192,7 +206,7 @@ def _duration(start: float | None, end: float | None) -> str:
 
 
 def _status(run: Any) -> str:
-    return f"{run.status} (process gone)" if run.process_gone else run.status
+    return "interrupted" if run.process_gone else run.status
 
 
 def runs_list(args: argparse.Namespace) -> int:
@@ -212,13 +226,22 @@ def runs_show(args: argparse.Namespace) -> int:
     store = _store()
     run = store.runs.get(args.run_id)
     agents = store.runs.agents(run.id)
+    point = store.journal.checkpoint(run.id)
     if args.json:
-        _json({**run.to_json(), "agents": [agent.to_json() for agent in agents]})
+        _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
         return 0
     out = sys.stdout
     out.write(f"run {run.id}: {_status(run)}\n")
     out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
     out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
+    pending = point.pending if point is not None else None
+    if pending:
+        decided = point.decision  # type: ignore[union-attr]
+        state = f"decided: {decided['action']}" if decided else f"decide with agent-apps approve {run.id}"
+        out.write(f"  waiting for approval of {pending.get('skill')} {_short(json.dumps(pending.get('args')))}")
+        out.write(f" (agent {pending.get('agent_name')}, {pending.get('rule')}); {state}\n")
+    if _resumable(point, run.status, run.process_gone):
+        out.write(f"  agent-apps resume {run.id} continues it\n")
     for agent in agents:
         pad = "  " * (agent.depth + 1)
         report = agent.report or {}
@@ -247,3 +270,33 @@ def runs_show(args: argparse.Namespace) -> int:
         if agent.trace:
             out.write(f"{pad}  trace: {len(agent.trace)} events (--json shows them)\n")
     return 0
+
+
+def runs_export(args: argparse.Namespace) -> int:
+    from .run_snapshot import export_run
+
+    _json(export_run(_store(), args.run_id))
+    return 0
+
+
+def runs_import(args: argparse.Namespace) -> int:
+    """Restore a run; warn about tools its agents had that are gone, or new ones."""
+    from .run_snapshot import import_run, tool_changes
+
+    text, source = _read(args.file)
+    store = _store()
+    run = import_run(store, text, source=source)
+    from ..manager import ContextManager
+
+    for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
+        print(f"warning: {warning}", file=sys.stderr)
+    point = store.journal.checkpoint(run["id"])
+    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
+    print(f"imported run {run['id']} ({run['status']}){hint}")
+    return 0
+
+
+def _resumable(point: Any, status: str, process_gone: bool) -> bool:
+    from .journal import FINISHED
+
+    return point is not None and status not in FINISHED and (status != "running" or process_gone)

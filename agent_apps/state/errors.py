@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import AgentAppsError
 
-__all__ = ["AlreadyExists", "NotFound", "SnapshotInvalid", "StateError"]
+__all__ = ["AlreadyExists", "NotFound", "NotResumable", "SnapshotInvalid", "StateError"]
 
 
 class StateError(AgentAppsError):
@@ -39,6 +39,17 @@ class AlreadyExists(_IdError):
     """A session of that id exists already (import, fork)."""
 
     template = "{kind} {ident!r} already exists"
+
+
+class NotResumable(_IdError):
+    """A run that ``resume`` or ``approve`` cannot take up: it ended, it still runs, it
+    waits for a decision, it waits for none, it has no journal. ``why`` says which."""
+
+    def __init__(self, kind: str, ident: str, why: str) -> None:
+        self.why = why
+        AgentAppsError.__init__(self, f"{kind} {ident} {why}")
+        self.kind = kind
+        self.ident = ident
 
 
 class SnapshotInvalid(AgentAppsError):

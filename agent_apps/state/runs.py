@@ -36,7 +36,12 @@ STATUSES = (
     "budget",
     "cancelled",
     "waiting-approval",
+    "interrupted",
 )
+#: The status of an agent whose process died (set when the run is resumed in another),
+#: and of an imported run that was running when it was exported. ``runs list`` also
+#: shows a run still ``running`` whose process is gone as interrupted.
+INTERRUPTED = "interrupted"
 
 _HOST = socket.gethostname()
 
@@ -121,6 +126,21 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
+def find_run(conn: Any, run_id: str) -> RunInfo:
+    """The run of that id, or of a unique prefix of it, read on ``conn``."""
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (run_id, run_id + "\uffff")
+    ).fetchall()
+    exact = [row for row in rows if row[0] == run_id]
+    if exact:
+        return RunInfo(*exact[0])
+    if len(rows) == 1 and run_id:
+        return RunInfo(*rows[0])
+    if len(rows) > 1:
+        raise NotFound("run", run_id, "that prefix matches several runs: give more of the id")
+    raise NotFound("run", run_id, "agent-apps runs list shows the runs")
+
+
 class Runs:
     """``store.runs``: record agent runs and read them back."""
 
@@ -200,17 +220,7 @@ class Runs:
     def get(self, run_id: str) -> RunInfo:
         """The run of that id, or of a unique prefix of it (as printed by ``runs list``)."""
         with self.db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (run_id, run_id + "\uffff")
-            ).fetchall()
-        exact = [row for row in rows if row[0] == run_id]
-        if exact:
-            return RunInfo(*exact[0])
-        if len(rows) == 1 and run_id:
-            return RunInfo(*rows[0])
-        if len(rows) > 1:
-            raise NotFound("run", run_id, "that prefix matches several runs: give more of the id")
-        raise NotFound("run", run_id, "agent-apps runs list shows the runs")
+            return find_run(conn, run_id)
 
     def agents(self, run_id: str) -> builtins.list[AgentInfo]:
         """The agent runs of a run, in the order they started."""

@@ -127,5 +127,35 @@ CREATE TABLE subscriptions (
 );
 """
 
+_V3 = """
+-- Durable runs (docs/durability.md). The journal: what an agent run's model said and
+-- what its code's host calls returned, so a resumed run replays them instead of asking
+-- or doing again. `agent` is the agent's path in the run tree (a1, a1/3.2/a1, ...: it
+-- does not depend on the random agent ids of one process); `key` names the entry within
+-- it: start, m.TURN (a model response), c.STEP (a code run's clock and seed),
+-- h.STEP.N (the Nth host call of that code run), t.TURN (the turn's messages, stored).
+-- The rowid keeps the order in which things happened.
+CREATE TABLE journal (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    agent TEXT NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (run_id, agent, key)
+);
+
+-- A run that can be resumed: how to invoke it again (skill, args, config, session,
+-- search path), the call waiting for approval and the decision taken on it.
+CREATE TABLE checkpoints (
+    run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+    invocation TEXT NOT NULL,
+    pending TEXT,
+    decision TEXT,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    updated_at REAL NOT NULL
+);
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)

@@ -169,29 +169,37 @@ def _parse(text: str, source: str) -> Any:
         raise SnapshotInvalid(f"not valid JSON: {exc.msg}", source=source, line=exc.lineno) from None
 
 
-def _check(data: Any, text: str | None, source: str) -> None:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+def check_export(
+    data: Any, text: str | None, source: str, *, format: str, version: int, schema: dict[str, Any], kind: str
+) -> None:
+    """Refuse what is not an export of ``format`` (of a ``kind``: session, run), is
+    newer than ``version``, or breaks ``schema``, naming the line and field."""
+    if not isinstance(data, dict) or data.get("format") != format:
+        how = f"agent-apps {kind}s export {'ID' if kind == 'session' else kind.upper()}"
         raise SnapshotInvalid(
-            f"not an agent-apps session export (its 'format' must be {FORMAT!r}; "
-            "make one with agent-apps sessions export ID)",
+            f"not an agent-apps {kind} export (its 'format' must be {format!r}; make one with {how})",
             source=source,
             line=_line(text, ["format"]) if isinstance(data, dict) else 1,
             field="format" if isinstance(data, dict) else None,
         )
-    version = data.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+    found = data.get("version")
+    if isinstance(found, int) and not isinstance(found, bool) and found > version:
         raise SnapshotInvalid(
-            f"written by a newer agent-apps (export version {version}; this version reads up to {VERSION})",
+            f"written by a newer agent-apps (export version {found}; this version reads up to {version})",
             source=source,
             line=_line(text, ["version"]),
             field="version",
         )
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SNAPSHOT_SCHEMA).iter_errors(data))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is not None:
         path = list(error.absolute_path)
         raise SnapshotInvalid(error.message, source=source, line=_line(text, path), field=_dotted(path) or None)
+
+
+def _check(data: Any, text: str | None, source: str) -> None:
+    check_export(data, text, source, format=FORMAT, version=VERSION, schema=SNAPSHOT_SCHEMA, kind="session")
     previous = 0
     for index, item in enumerate(data["messages"]):
         if item["seq"] <= previous:

@@ -3,8 +3,10 @@
 An *approver* is any callable ``approve(request: ApprovalRequest) -> bool | str``,
 plain or async. ``True`` approves; ``False`` (or ``None``) denies; a string denies
 *with the human's reason*, which the agent sees in the error (``"use staging"``). An
-approver that raises denies too. The MCP server can plug in an elicitation approver
-with :func:`session` around each request, with no change here.
+approver that raises denies too. When the request says ``can_skip`` (a host call from
+agent code), an approver may also answer :data:`SKIP`: the call is not made and the
+code gets ``None``. The MCP server can plug in an elicitation approver with
+:func:`session` around each request, with no change here.
 
 Who is asked, first found:
 
@@ -32,7 +34,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["ApprovalRequest", "Approver", "TerminalApprover", "ask", "find_approver", "session", "set_approver"]
+__all__ = [
+    "SKIP",
+    "ApprovalRequest",
+    "Approver",
+    "TerminalApprover",
+    "answer",
+    "ask",
+    "find_approver",
+    "session",
+    "set_approver",
+]
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,9 @@ class ApprovalRequest:
     rule: str
     #: Skill names from the outermost invocation down to the caller.
     chain: tuple[str, ...] = field(default=())
+    #: The approver may answer :data:`SKIP` (the call is not made; a host call from
+    #: agent code then returns ``None`` to the code).
+    can_skip: bool = False
 
     def summary(self, limit: int = 500) -> str:
         """One line for a prompt: ``shell {"command": "make deploy"} (admin)``."""
@@ -67,6 +82,14 @@ class ApprovalRequest:
             "chain": list(self.chain),
         }
 
+
+class _Skip:
+    def __repr__(self) -> str:
+        return "SKIP"
+
+
+#: An approver's answer "do not make this call, go on without it" (see ``can_skip``).
+SKIP: Any = _Skip()
 
 Approver = Callable[[ApprovalRequest], "Awaitable[bool | str | None] | bool | str | None"]
 
@@ -109,23 +132,33 @@ def find_approver(manager: ContextManager) -> Approver | None:
     return None
 
 
+async def answer(approver: Approver, request: ApprovalRequest) -> tuple[str, str | None]:
+    """``(action, reason)``, action ``approve``, ``deny`` or (when the request allows
+    it) ``skip``; a failing approver is a denial, never a crash."""
+    try:
+        reply = approver(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+    except Exception as exc:  # the human-facing side broke: refuse, say why
+        return "deny", f"the approver failed ({type(exc).__name__}: {exc})"
+    if reply is True:
+        return "approve", None
+    if reply is SKIP and request.can_skip:
+        return "skip", None
+    if isinstance(reply, str) and reply.strip():
+        return "deny", reply.strip()
+    return "deny", None
+
+
 async def ask(approver: Approver, request: ApprovalRequest) -> tuple[bool, str | None]:
     """``(approved, reason)``; a failing approver is a denial, never a crash."""
-    try:
-        answer = approver(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except Exception as exc:  # the human-facing side broke: refuse, say why
-        return False, f"the approver failed ({type(exc).__name__}: {exc})"
-    if answer is True:
-        return True, None
-    if isinstance(answer, str) and answer.strip():
-        return False, answer.strip()
-    return False, None
+    action, reason = await answer(approver, request)
+    return action == "approve", reason
 
 
 class TerminalApprover:
-    """Asks on the terminal: the request on stderr, ``y``/``yes`` on stdin approves.
+    """Asks on the terminal: the request on stderr, ``y``/``yes`` on stdin approves,
+    ``s``/``skip`` skips (when the request allows it).
 
     Prompts are serialized (one question at a time even when an agent runs tools
     concurrently); the blocking read runs in a worker thread.
@@ -144,16 +177,21 @@ class TerminalApprover:
         with TerminalApprover._lock:
             return self._prompt_locked(request)
 
-    def _prompt_locked(self, request: ApprovalRequest) -> bool | str:
-        self.stderr.write(f"\nagent-apps: allow {request.summary()}?\n  [y]es / [N]o / or type a reason to refuse: ")
+    def _prompt_locked(self, request: ApprovalRequest) -> Any:
+        skip = " / [s]kip" if request.can_skip else ""
+        self.stderr.write(
+            f"\nagent-apps: allow {request.summary()}?\n  [y]es / [N]o{skip} / or type a reason to refuse: "
+        )
         self.stderr.flush()
         line = self.stdin.readline()
-        answer = line.strip()
-        if answer.lower() in ("y", "yes"):
+        reply = line.strip()
+        if reply.lower() in ("y", "yes"):
             return True
-        if answer.lower() in ("", "n", "no"):
+        if reply.lower() in ("", "n", "no"):
             return False
-        return answer
+        if request.can_skip and reply.lower() in ("s", "skip"):
+            return SKIP
+        return reply
 
 
 def _is_tty(stream: Any) -> bool:

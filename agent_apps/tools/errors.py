@@ -1,4 +1,5 @@
-"""The one error the security layers raise: :class:`PermissionDenied`.
+"""The errors the security layers raise: :class:`PermissionDenied` and, when a human
+chose to skip a host call from agent code, :class:`CallSkipped`.
 
 It is a call error (exit status 2 on the command line, like ``ToolNotAllowed``): the
 call was refused before it could do anything, so the agent can change course (pick
@@ -11,7 +12,7 @@ from typing import Any
 
 from ..errors import AgentAppsError
 
-__all__ = ["PermissionDenied"]
+__all__ = ["CallSkipped", "PermissionDenied"]
 
 
 class PermissionDenied(AgentAppsError):
@@ -38,3 +39,12 @@ class PermissionDenied(AgentAppsError):
         if self.resource:
             data["resource"] = self.resource
         return data
+
+
+class CallSkipped(AgentAppsError):
+    """The approver chose to skip the call: it was not made. The agent policy turns it
+    into ``None`` for the agent code and a note for the model."""
+
+    def __init__(self, skill: str, rule: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(f"{skill}: skipped by the approver", skill=skill)

@@ -8,6 +8,12 @@ so nothing shows in the skill's ``ctx``), so it is checked once.
 
 A denial is a :class:`~agent_apps.tools.errors.PermissionDenied` raised before the
 skill runs: the agent gets it as the tool's error and can choose something else.
+
+An invocation may carry an *approval gate* of its own (``internals["approval_gate"]``,
+an ``async gate(request) -> (action, reason) | None``): the agent sets one on each host
+call from agent code, which answers ``ask`` from a resumed run's recorded decision,
+asks with ``skip`` as a third answer, or checkpoints the run when nobody can be asked
+(docs/durability.md). ``None`` from the gate: nobody could be asked.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from . import approval
-from .errors import PermissionDenied
+from .errors import CallSkipped, PermissionDenied
 from .policy import category_of, decide, resolve_mode
 from .settings import security_for
 
@@ -60,8 +66,17 @@ async def check_permission(ctx: Context) -> None:
         raise PermissionDenied(
             skill.name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=skill.name
         )
-    approver = approval.find_approver(ctx._cm)
-    if approver is None:
+    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
+    gate = ctx.internals.get("approval_gate")
+    request = approval.ApprovalRequest(
+        skill.name, dict(ctx.args), category, mode, decision.rule, chain, can_skip=gate is not None
+    )
+    if gate is not None:  # it finds the approver itself
+        verdict = await gate(request)
+    else:
+        approver = approval.find_approver(ctx._cm)
+        verdict = None if approver is None else await approval.answer(approver, request)
+    if verdict is None:
         ctx.manager.emit("security", {**event, "decision": "deny", "reason": "no approver"})
         raise PermissionDenied(
             skill.name,
@@ -70,11 +85,12 @@ async def check_permission(ctx: Context) -> None:
             rule=decision.rule,
             resource=skill.name,
         )
-    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
-    request = approval.ApprovalRequest(skill.name, dict(ctx.args), category, mode, decision.rule, chain)
-    approved, reason = await approval.ask(approver, request)
-    ctx.manager.emit("security", {**event, "decision": "approved" if approved else "refused", "reason": reason})
-    if not approved:
+    action, reason = verdict
+    outcome = {"approve": "approved", "skip": "skipped"}.get(action, "refused")
+    ctx.manager.emit("security", {**event, "decision": outcome, "reason": reason})
+    if action == "skip":
+        raise CallSkipped(skill.name, rule=decision.rule)
+    if action != "approve":
         raise PermissionDenied(
             skill.name,
             "refused by the approver" + (f": {reason}" if reason else ""),

@@ -220,6 +220,23 @@ async def test_terminal_approver(tmp_path):
         assert 'allow shell {"command": "make deploy"} (admin)?' in err.getvalue()
 
 
+async def test_terminal_approver_offers_skip_only_where_a_call_can_be_skipped():
+    from dataclasses import replace
+
+    from agent_apps.tools.approval import SKIP, answer
+
+    request = ApprovalRequest("file-write", {"path": "a"}, "write", "interactive", "rule")
+    skippable = replace(request, can_skip=True)
+    err = io.StringIO()
+    assert await TerminalApprover(io.StringIO("s\n"), err)(skippable) is SKIP
+    assert "[y]es / [N]o / [s]kip" in err.getvalue()
+    err = io.StringIO()
+    assert await TerminalApprover(io.StringIO("s\n"), err)(request) == "s"  # a reason to refuse
+    assert "[s]kip" not in err.getvalue()
+    assert await answer(lambda r: SKIP, skippable) == ("skip", None)
+    assert await answer(lambda r: SKIP, request) == ("deny", None)  # a call that cannot be skipped
+
+
 def test_make_manager_without_tools_plugin_still_has_file_tools(workspace, tmp_path):
     cm = make_manager(workspace, tmp_path, plugins=[])
     assert {"file-read", "shell", "permissions"} <= {s.name for s in cm.skills()}

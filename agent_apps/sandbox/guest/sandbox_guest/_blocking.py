@@ -11,6 +11,8 @@ import select
 import selectors
 import time
 
+from . import _clock
+
 _select = select.select
 _poll = select.poll
 
@@ -22,6 +24,7 @@ def install(get_loop) -> None:
         if secs != secs or secs < 0:
             raise ValueError("sleep length must be non-negative")
         get_loop().block(secs)
+        _clock.slept(secs)
 
     def select_(rlist, wlist, xlist, timeout=None):
         if timeout is not None and timeout < 0:

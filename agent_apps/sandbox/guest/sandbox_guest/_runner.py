@@ -20,7 +20,7 @@ from json import dumps as _dumps  # bound now: agent code patching json must not
 from json import loads as _loads
 from typing import Any
 
-from . import _blocking
+from . import _blocking, _clock
 from ._api import Ctx, Finish, HostError, Target
 from ._loop import Deadlock, GuestLoop, HostStop
 from ._output import BoundedOutput
@@ -50,6 +50,7 @@ class Runner:
         self._finish_json = "null"
         _patch_asyncio_run(self)
         _blocking.install(lambda: self._loop)
+        _clock.install()
 
     def reset(self) -> None:
         """Back to the state of a new instance (after the build-time warm-up)."""
@@ -68,6 +69,7 @@ class Runner:
         self.output_limit = int(limits.get("output", self.output_limit))
         self.max_recursion = int(limits.get("recursion", self.max_recursion))
         self.max_payload = int(limits.get("payload", self.max_payload))
+        _clock.set_clock(cfg.get("clock"))
         if "memory" in cfg:
             seed = cfg["memory"]
             self.memory = seed if isinstance(seed, dict) else {}
