@@ -116,7 +116,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
-    session = {"session": args.session} if args.session else {}
+    options: dict[str, Any] = {"session": args.session} if args.session else {}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
     if args.session:
         from .state import session_id_problem
 
@@ -131,7 +133,10 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         finally:  # the agent that served this call (if one did) left its state here
             served.update(ctx.locals.get("agent") or {})
 
-    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch], **session)
+    from .tracing import configure_from_env
+
+    configure_from_env()  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT: spans of the run
+    result = cm.invoke_sync(skill, call_args, nonlocals={"agent": {"events": topic}}, middleware=[watch], **options)
     _print_result(result, as_json=args.json, out=sys.stdout)
     status = served.get("status")
     if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
@@ -142,6 +147,16 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -382,6 +397,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument(
+        "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
+        "after this long"
+    )
     p.set_defaults(run=cmd_invoke)
 
     p = sub.add_parser("list", parents=[common], help="list the skills on the search path")

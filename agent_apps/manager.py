@@ -15,7 +15,7 @@ from . import pipeline
 from .allowed_tools import Visible, visible_tools
 from .config import Cascade, Resolved, agent_apps_home
 from .context import Context, Signal
-from .errors import AgentAppsError, Cancelled, SkillNotFound, ToolNotAllowed
+from .errors import AgentAppsError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
 from .middleware import MiddlewareFn, compose, expand_agent, skill_middleware
@@ -25,6 +25,8 @@ from .skill import Skill, is_skill_name
 from .validation import check_schemas
 
 if TYPE_CHECKING:
+    from .admission import Admission
+    from .run_record import RunRecord
     from .state import StateStore
 
 __all__ = ["ContextManager"]
@@ -80,6 +82,9 @@ class ContextManager:
         self._middleware_fns: dict[Any, MiddlewareFn] = {}
         self._loop_for_threads: asyncio.AbstractEventLoop | None = None
         self._state: Any = state
+        #: The runs in progress (top-level invocations that made a run record), by id.
+        self._runs: dict[str, RunRecord] = {}
+        self._admission: Admission | None = None
 
     # -- the catalog -------------------------------------------------------------------
 
@@ -133,6 +138,16 @@ class ContextManager:
             path = self._state if self._state is not None else state_path(cascade, self.home)
             self._state = StateStore(path)
         return self._state
+
+    @property
+    def admission(self) -> Admission:
+        """Admission control for this manager's agent runs: live sandboxes and
+        concurrent model calls per provider (config ``admission``, docs/supervision.md)."""
+        if self._admission is None:
+            from .admission import Admission
+
+            self._admission = Admission.from_cascade(self.cascade)
+        return self._admission
 
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
@@ -202,7 +217,8 @@ class ContextManager:
         ``inline://SOURCE``, a callback ref, a :class:`Skill`, or a dict with
         frontmatter keys and a ``main`` callable. Options: ``middleware=[...]``
         (call-time middleware), ``config={...}`` (the call layer of the cascade),
-        ``signal=Signal()`` (cancel it to cancel the invocation), ``internals={...}``
+        ``signal=Signal()`` (cancel it to cancel the invocation), ``timeout=SECONDS``
+        (cancel the whole run after that long), ``internals={...}``
         (per-invocation flags), ``nonlocals={...}`` (seen by every descendant, e.g.
         ``{"agent": {"events": "my-topic"}}`` to hear every agent below).
 
@@ -211,29 +227,26 @@ class ContextManager:
         """
         signal = options.get("signal") or Signal()
         options["signal"] = signal
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        state = {"running": True, "requested": False}
-
-        def cancel_task(reason: str) -> None:
-            def cancel() -> None:
-                if state["running"] and task is not None:
-                    state["requested"] = True
-                    task.cancel()
-
-            loop.call_soon_threadsafe(cancel)
-
-        remove = signal.add_callback(cancel_task)
+        timeout = options.pop("timeout", None)
+        if timeout is None:
+            return await signal.guard(pipeline.invoke(self, ref, args, None, options))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        timer = asyncio.get_running_loop().call_later(timeout, signal.cancel, f"timed out after {timeout:g} s")
         try:
-            return await pipeline.invoke(self, ref, args, None, options)
-        except asyncio.CancelledError:
-            if state["requested"] and task is not None and task.uncancel() == 0:
-                raise Cancelled(signal.reason or "cancelled") from None
-            signal.cancel("cancelled")
-            raise
+            return await signal.guard(pipeline.invoke(self, ref, args, None, options))
         finally:
-            state["running"] = False
-            remove()
+            timer.cancel()
+
+    def cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run ``run_id`` (``ctx.run.run_id``, a run report's ``run_id``) and
+        everything in it: its agents, their model calls, sandboxes and subprocesses.
+        Returns False when no run of that id is in progress in this manager."""
+        record = self._runs.get(run_id)
+        if record is None or record.signal is None:
+            return False
+        record.signal.cancel(reason)
+        return True
 
     def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
         """:meth:`invoke` for scripts: runs its own event loop until the result is in."""

@@ -43,11 +43,15 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
+from ..admission import Gate, mark_admitted
 from ..allowed_tools import parse_specs
+from ..budget import Ledger, Supervision, supervision_config
 from ..config import call_config
 from ..errors import (
     AgentAppsError,
     ArgsInvalid,
+    BudgetExceeded,
     Cancelled,
     LimitExceeded,
     MiddlewareError,
@@ -62,6 +66,7 @@ from .recorder import RETENTIONS, Recorder
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..run_record import RunRecord
 
 __all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "AgentRun"]
 
@@ -94,6 +99,8 @@ INVOKE_RESULT: dict[str, Any] = {
 }
 
 _EXCLUDED = ("agent", "agent-execute")
+#: How long the end of a run waits for the calls its code left running to unwind.
+JOIN_GRACE = 5.0
 _CONTINUE = "Continue."
 
 #: The terminal message of a run stopped at a cap, by status.
@@ -158,8 +165,12 @@ class AgentRun:
             problem = session_id_problem(session)
             if problem:
                 raise ArgsInvalid(ctx.skill.name, "session", problem)
-        self.record = ctx.run.child(session_id=session)
+        self.supervision = supervision_config(resolved, model_id=self.config.get("model_id"))
+        self.parallel = bool(self.config.get("parallel_tool_calls", True))
+        self.tool_timeout = _tool_timeout(ctx, self.config.get("tool_timeout"))
+        self.record = _child_record(ctx, self.name, self.supervision, session)
         ctx._run = self.record
+        self.ledger: Ledger = self.record.ledger  # type: ignore[assignment]
         self.recorder: Recorder | None = None
 
         parent_scope = ctx.nonlocals.get("agent") or {}
@@ -198,6 +209,11 @@ class AgentRun:
         self._turn_calls = 0
         self._sandbox: Any = None
         self._code_ctx: Context | None = None
+        self._model_slot: Gate | None = None  # held while a model call is in flight
+        self._turn_span: tracing.Span | None = None
+        self._model_span: tracing.Span | None = None
+        self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
+        self._calls: set[asyncio.Task[Any]] = set()  # host calls of the code in flight
         # The model's code runs as this anonymous skill: built once per run, so its
         # schema is compiled once; its allowed-tools are the agent's.
         self._code_skill = Skill(
@@ -230,7 +246,8 @@ class AgentRun:
             return await self._run(recorder, visible)
         except BaseException as exc:
             status = self.state["status"]  # set by _run for the errors it knows
-            await recorder.finish("error" if status == "running" else status, error=exc)
+            # shielded: a second cancel of this task must not lose the run's final status
+            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=exc))
             raise
 
     async def _run(self, recorder: Recorder, visible: Any) -> Any:
@@ -250,11 +267,18 @@ class AgentRun:
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
+        tracing.annotate(ctx.span, {"agent_apps.agent": self.name, **self.scope_ids()})
+        deadline = self._arm_deadline()
         try:
             window: list[Any] = []
             if self.record.session_id is not None:
                 window = await self._prompt_window(system)
-            self._sandbox = await _acquire_sandbox(self)
+            admitted = await self.cm.admission.admit_run(self.record.priority, ctx.signal)
+            try:
+                self._sandbox = await _acquire_sandbox(self)
+            except BaseException:
+                self.cm.admission.leave_run(admitted)
+                raise
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
                 invoke_ref = ctx.manager.callback(
@@ -274,22 +298,42 @@ class AgentRun:
                 }
                 if window:  # the session's earlier messages (the neutral format), before the user's
                     call["messages"] = window
-                text = await ctx.manager.invoke(provider, call)
+                # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider
+                # even when it does not look at its signal.
+                text = await ctx.signal.guard(ctx.manager.invoke(provider, call))
             finally:
                 stop_sandbox()
+                self._model_call_ended()
+                tracing.end(self._turn_span)
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
                 await self._sandbox.close()
+                await self._join_calls()
+                self.cm.admission.leave_run(admitted)
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
                     self.name, "", f"provider {provider!r} ended the run without a valid ctx.manager.finish() value"
                 )
             result = self._result(text)
         except (AgentAppsError, asyncio.CancelledError) as exc:
-            if self.state["status"] == "running":
-                self.state["status"] = "cancelled" if isinstance(exc, (Cancelled, asyncio.CancelledError)) else "error"
-            error = exc.to_json() if isinstance(exc, AgentAppsError) else {"type": "Cancelled", "message": "cancelled"}
+            over: BudgetExceeded | None = None
+            if isinstance(exc, (Cancelled, asyncio.CancelledError)) and self.state["status"] == "running":
+                over = self.ledger.deadline_exceeded(time.time())  # stopped at a budget deadline
+                self.state["status"] = "budget" if over is not None else "cancelled"
+            elif self.state["status"] == "running":
+                self.state["status"] = "budget" if isinstance(exc, BudgetExceeded) else "error"
+            reported = over if over is not None else exc
+            error = (
+                reported.to_json()
+                if isinstance(reported, AgentAppsError)
+                else {"type": "Cancelled", "message": "cancelled"}
+            )
             self._emit("agent-error", error=error, status=self.state["status"])
+            if over is not None and isinstance(exc, Cancelled):
+                raise over from exc
             raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         if self._stopped is None:
             self.state["status"] = "done"
         status = self.state["status"]
@@ -379,11 +423,28 @@ class AgentRun:
         the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
         sandbox checked that it comes alone) advances the call this agent serves."""
         assert self._code_ctx is not None
+        mark_admitted()  # agents started below this run (which holds a sandbox) never wait for one
         if self.recorder is not None:
             self.recorder.called(name)
-        if options.pop("next", False):
-            return await self._next(name, args)
-        return await self._code_ctx.manager.invoke(name, args, **options)
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
+        try:
+            if options.pop("next", False):
+                return await self._next(name, args)
+            return await self._code_ctx.manager.invoke(name, args, **options)
+        finally:
+            self._calls.discard(task)  # type: ignore[arg-type]
+
+    async def _join_calls(self) -> None:
+        """The run is over: wait (briefly) for what its code's calls left behind (a
+        cancelled sub-agent recording its status, a subprocess being killed), so that
+        nothing of the run outlives it."""
+        pending = [task for task in self._calls if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=JOIN_GRACE)
 
     async def _next(self, name: str, args: dict[str, Any] | None) -> Any:
         """``target.manager.next(args)`` from agent code: the served middleware's own
@@ -435,7 +496,11 @@ class AgentRun:
         if self.turn > self.max_turns:  # the provider ignored the stop directive
             self.state["status"] = "max_turns"
             raise LimitExceeded(f"{self.name}: turn limit ({self.max_turns}) reached", skill=self.name)
+        self._budget(self.ledger.start_turn)
+        tracing.end(self._turn_span)
+        self._turn_span = tracing.start_span(f"turn {self.turn}", self.ctx, {"agent_apps.turn": self.turn})
         self._emit("turn-start", turn=self.turn)
+        await self._model_call_started()
 
     async def _on_message(self, event: dict[str, Any]) -> None:
         text = str(event.get("text") or "")
@@ -446,6 +511,7 @@ class AgentRun:
         self._emit("agent-message", text=str(event.get("text") or ""), delta=bool(event.get("delta")), reasoning=True)
 
     async def _on_tool_call(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
         self._turn_calls += 1
         args = event.get("args") or {}
         self._emit("tool-call", tool=event.get("tool"), code=args.get("code"), id=event.get("id"))
@@ -462,14 +528,21 @@ class AgentRun:
         self._emit("tool-error" if error else "tool-result", tool=event.get("tool"), result=text, id=event.get("id"))
 
     async def _on_turn_end(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
+        usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
         for key in ("input_tokens", "output_tokens"):
-            self.usage[key] += int((event.get("usage") or {}).get(key) or 0)
+            self.usage[key] += int(usage.get(key) or 0)
         text = event.get("result")
         if text is None:
             text = "".join(self._turn_text)
         if isinstance(text, str) and text.strip():
             self.last_text = text.strip()
         self._emit("turn-end", turn=self.turn, usage=event.get("usage"))
+        tracing.end(self._turn_span)
+        self._turn_span = None
+        price = self.supervision.price
+        self.ledger.charge(usage, price.cost(usage) if price is not None else 0.0)
+        self._budget(self.ledger.check)
         if self.finished:
             return {"stop": True, "result": self.value}
         if self.exhausted:
@@ -500,6 +573,7 @@ class AgentRun:
         return {"stop": True, "result": self._stopped}
 
     async def _on_error(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
         error = event.get("error") or {}
         attempt = int(event.get("attempt") or 1)
         retryable = bool(error.get("retryable")) if isinstance(error, dict) else False
@@ -512,6 +586,45 @@ class AgentRun:
     async def _on_retry(self, event: dict[str, Any]) -> None:
         self._emit("agent-error", retrying=True, attempt=event.get("attempt"), delay=event.get("delay"))
 
+    # -- supervision -----------------------------------------------------------------
+
+    def _budget(self, check: Any) -> None:
+        """Run a budget check; past a limit the run ends with status ``budget``."""
+        try:
+            check()
+        except BudgetExceeded:
+            self.state["status"] = "budget"
+            raise
+
+    def _arm_deadline(self) -> asyncio.TimerHandle | None:
+        """Cancel this agent's tree when its budget deadline passes."""
+        deadline = self.ledger.deadline()
+        if deadline is None:
+            return None
+        signal = self.ctx.signal
+
+        def expire() -> None:
+            over = self.ledger.deadline_exceeded(time.time() + 0.001)
+            signal.cancel(str(over) if over is not None else "deadline", error=over)
+
+        loop = asyncio.get_running_loop()
+        return loop.call_at(loop.time() + max(0.0, deadline - time.time()), expire)
+
+    async def _model_call_started(self) -> None:
+        """A model call is about to be made: wait for a slot of the provider's."""
+        if self._model_slot is None:
+            gate = self.cm.admission.model_calls(self.provider)
+            await gate.acquire(self.record.priority, self.ctx.signal)
+            self._model_slot = gate
+            self._model_span = tracing.start_span("model call", self._turn_span or self.ctx)
+
+    def _model_call_ended(self) -> None:
+        if self._model_slot is not None:
+            self._model_slot.release()
+            self._model_slot = None
+            tracing.end(self._model_span)
+            self._model_span = None
+
     # -- events ----------------------------------------------------------------------
 
     def _emit(self, kind: str, **fields: Any) -> None:
@@ -523,10 +636,14 @@ class AgentRun:
 
     def scope_ids(self) -> dict[str, Any]:
         """The ids that place this run in the tree of nested agents."""
+        record = self.record
         return {
             "context_id": self.scope["context_id"],
             "ancestor_context_id": self.scope["ancestor_context_id"],
-            "run_id": self.record.run_id,
+            "run_id": record.run_id,
+            "agent_id": record.agent_id,
+            "parent_id": record.parent,
+            "depth": record.depth,
         }
 
 
@@ -568,6 +685,47 @@ def _check_untrusted_call(ctx: Context, args: Mapping[str, Any]) -> None:
             name, ctx.skill.name, "agent code may start a sub-agent only with its own allowed-tools, unless its "
             "allowed-tools says which, as in agent(allowed_tools=file-*)"
         )
+
+
+def _child_record(ctx: Context, name: str, supervision: Supervision, session: str | None) -> RunRecord:
+    """This agent's record in the run tree, once the spawn budget allows it to start:
+    at most ``max_agents`` agents in the run and ``max_depth`` levels below the
+    outermost, each the tightest of this agent's config and its callers'."""
+    above = ctx.run
+    spawn = supervision.spawn.tighter(above.spawn)
+    depth = 0 if above.agent_id is None else above.depth + 1
+    if depth > spawn.max_depth:
+        raise BudgetExceeded(
+            "model.spawn.max_depth", spawn.max_depth, depth, who=name, note=f"; agent {name!r} would nest that deep"
+        )
+    if above.tree.agents >= spawn.max_agents:
+        raise BudgetExceeded(
+            "model.spawn.max_agents",
+            spawn.max_agents,
+            above.tree.agents,
+            who=name,
+            note=f" agents started in this run; agent {name!r} refused",
+        )
+    if above.ledger is not None:
+        above.ledger.check()  # nothing left in the tree: do not start
+    above.tree.agents += 1
+    ledger = Ledger(supervision.budget, above.ledger, name=name, started=time.time(), sources=supervision.sources)
+    return above.child(
+        session_id=session,
+        signal=ctx.signal,
+        ledger=ledger,
+        spawn=spawn,
+        deadline=ledger.deadline(),
+        priority=supervision.priority,
+    )
+
+
+def _tool_timeout(ctx: Context, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise ArgsInvalid(ctx.skill.name, "config.tool_timeout", f"must be a number of seconds > 0, not {value!r}")
+    return float(value)
 
 
 _POOL: Any = None

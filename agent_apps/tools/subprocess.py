@@ -130,15 +130,27 @@ async def run(
     Raises :class:`LimitExceeded` on timeout (the group is killed first; the message
     carries the start of the output), ``FileNotFoundError`` if the program is missing.
     """
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
     )
+    try:
+        proc = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Cancelled while asyncio was still setting the child up: it may be running
+        # already (and have started others); asyncio would kill the child alone.
+        with contextlib.suppress(BaseException):
+            started = await asyncio.wait_for(starting, _REAP_GRACE)
+            _kill_group(started.pid)
+            await asyncio.wait_for(_reap(started), _REAP_GRACE)
+        raise
     capture = _Capture(output_limit)
     readers = [
         asyncio.ensure_future(_pump(proc.stdout, "stdout", capture)),
