@@ -302,6 +302,7 @@ def _price(resolved: Resolved, model_id: str) -> Price | None:
     """The price of ``model_id``: an exact entry, else the longest matching glob."""
     table = resolved.values.get("prices") or {}
     _mapping(resolved, "prices", table)
+    table = {pattern: entry for pattern, entry in table.items() if entry is not None}  # null: an entry removed
     entry = table.get(model_id)
     pattern = model_id
     if entry is None:

@@ -50,8 +50,22 @@ DEFAULTS: dict[str, Any] = {
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
+        # supervision (docs/supervision.md): how many agents one run may start, how deep
+        "spawn": {"max_agents": 64, "max_depth": 6},
+        "parallel_tool_calls": True,
     },
     "middleware": ["$agent"],
+    # USD per million tokens, by model id (exact, else the longest matching glob): what
+    # model.budget.cost_usd counts. Check your provider's price list; extend or override.
+    "prices": {
+        "*claude-sonnet-4*": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75},
+        "*claude-opus-4*": {"input": 15.0, "output": 75.0, "cache_read": 1.5, "cache_write": 18.75},
+        "*claude-opus-4-5*": {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25},
+        "*claude-haiku-4-5*": {"input": 1.0, "output": 5.0, "cache_read": 0.1, "cache_write": 1.25},
+        "*claude-3-5-haiku*": {"input": 0.8, "output": 4.0, "cache_read": 0.08, "cache_write": 1.0},
+        "gpt-4o*": {"input": 2.5, "output": 10.0},
+        "gpt-4o-mini*": {"input": 0.15, "output": 0.6},
+    },
 }
 
 _CONCATENATED = {"middleware"}

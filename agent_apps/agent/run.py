@@ -306,9 +306,10 @@ class AgentRun:
                 self._model_call_ended()
                 tracing.end(self._turn_span)
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
-                await self._sandbox.close()
-                await self._join_calls()
-                self.cm.admission.leave_run(admitted)
+                try:  # shielded: a second cancel must not leave the sandbox or a call running
+                    await asyncio.shield(self._release())
+                finally:
+                    self.cm.admission.leave_run(admitted)
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
                     self.name, "", f"provider {provider!r} ended the run without a valid ctx.manager.finish() value"
@@ -436,10 +437,11 @@ class AgentRun:
         finally:
             self._calls.discard(task)  # type: ignore[arg-type]
 
-    async def _join_calls(self) -> None:
-        """The run is over: wait (briefly) for what its code's calls left behind (a
-        cancelled sub-agent recording its status, a subprocess being killed), so that
-        nothing of the run outlives it."""
+    async def _release(self) -> None:
+        """The run is over: close its sandbox, and wait (briefly) for what its code's
+        calls left behind (a cancelled sub-agent recording its status, a subprocess
+        being killed), so that nothing of the run outlives it."""
+        await self._sandbox.close()
         pending = [task for task in self._calls if not task.done()]
         for task in pending:
             task.cancel()
