@@ -23,6 +23,9 @@ error          error {type, message, retryable},  {retry: true, delay} or {stop:
                attempt
 retry          attempt, delay, error?             None
 context-edit   removed, kept, reason?             None (see docs/agent.md, "context_edit")
+model-call     turn, attempt, messages?, system?  {response?, messages?, system?} (see model_calls.py)
+model-response turn, attempt, response,           {response?}
+               latency_ms, replayed
 =============  =================================  ==========================================
 
 Run statuses (``ctx.locals["agent"]["status"]``, and ``status`` in the final
@@ -61,6 +64,7 @@ from ..errors import (
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
 from ..validation import schema_problem, validate_args
+from .model_calls import RESPONSE_SCHEMA, ModelCalls
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 from .recorder import RETENTIONS, Recorder
 
@@ -85,6 +89,8 @@ HOOK_PARAMS: dict[str, Any] = {
                 "error",
                 "retry",
                 "context-edit",
+                "model-call",
+                "model-response",
             ]
         }
     },
@@ -172,6 +178,9 @@ class AgentRun:
         ctx._run = self.record
         self.ledger: Ledger = self.record.ledger  # type: ignore[assignment]
         self.recorder: Recorder | None = None
+        #: Features that sit around each model call (journal, model middleware,
+        #: guardrails, context layers) register here before the run starts.
+        self.model_calls = ModelCalls()
 
         parent_scope = ctx.nonlocals.get("agent") or {}
         self.topic: str | None = args.get("events") or parent_scope.get("events")
@@ -298,6 +307,9 @@ class AgentRun:
                 }
                 if window:  # the session's earlier messages (the neutral format), before the user's
                     call["messages"] = window
+                if self.model_calls:
+                    _require_model_calls(self.cm.get(provider))
+                    call.update(self.model_calls.provider_args())
                 # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider
                 # even when it does not look at its signal.
                 text = await ctx.signal.guard(ctx.manager.invoke(provider, call))
@@ -477,7 +489,9 @@ class AgentRun:
 
     async def hook(self, cctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
         kind = event["type"]
-        self.trace.append({"type": kind, "timestamp": time.time(), **{k: v for k, v in event.items() if k != "type"}})
+        # A model call's messages repeat the whole conversation: the trace keeps the rest.
+        skip = ("type", "messages", "system") if kind == "model-call" else ("type",)
+        self.trace.append({"type": kind, "timestamp": time.time(), **{k: v for k, v in event.items() if k not in skip}})
         recorder = self.recorder
         if recorder is not None:
             recorder.observe(event)
@@ -491,6 +505,19 @@ class AgentRun:
         finally:  # the turn happened, whatever the policy decides: its messages are stored
             memory = self._sandbox.memory if self._sandbox is not None else None
             await recorder.end_turn(event, directive, memory)
+
+    async def _on_model_call(self, event: dict[str, Any]) -> dict[str, Any]:
+        return await self.model_calls.on_call(event)
+
+    async def _on_model_response(self, event: dict[str, Any]) -> dict[str, Any]:
+        problem = schema_problem(RESPONSE_SCHEMA, event.get("response"))
+        if problem is not None:
+            path, message = problem
+            raise AgentAppsError(
+                f"{self.name}: provider {self.provider!r} reported a malformed model response ({path}: {message})",
+                skill=self.name,
+            )
+        return await self.model_calls.on_response(event)
 
     async def _on_turn_start(self, event: dict[str, Any]) -> None:
         self.turn = int(event.get("turn") or self.turn + 1)
@@ -728,6 +755,18 @@ def _tool_timeout(ctx: Context, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
         raise ArgsInvalid(ctx.skill.name, "config.tool_timeout", f"must be a number of seconds > 0, not {value!r}")
     return float(value)
+
+
+def _require_model_calls(provider: Skill) -> None:
+    """A feature that sits around model calls needs a provider that reports them."""
+    declared = provider.metadata.get("provider")
+    if not (isinstance(declared, dict) and declared.get("model_calls")):
+        raise AgentAppsError(
+            f"provider {provider.name!r} does not report its model calls (metadata.provider.model_calls), which "
+            "this run needs (a resumed durable run, model-level middleware or guardrails); use a provider that "
+            "does, such as agent-strands or agent-scripted",
+            skill=provider.name,
+        )
 
 
 _POOL: Any = None

@@ -273,7 +273,17 @@ async def test_trace_events_usage_and_scope(context_manager, write_skill, tools)
     out = await context_manager.invoke("runner")
     assert out["result"] == "bye"
     kinds = [t["type"] for t in out["trace"]]
-    assert kinds[:7] == ["turn-start", "reasoning", "message", "tool-call", "tool-result", "turn-end", "turn-start"]
+    assert kinds[:9] == [
+        "turn-start",
+        "model-call",
+        "model-response",
+        "reasoning",
+        "message",
+        "tool-call",
+        "tool-result",
+        "turn-end",
+        "turn-start",
+    ]
     assert all(isinstance(t["timestamp"], float) for t in out["trace"])
     assert out["usage"]["input_tokens"] >= 7 and out["usage"]["output_tokens"] >= 2
     scope = out["scope"]

@@ -134,7 +134,7 @@ async def test_every_run_is_recorded_with_its_report(context_manager, write_skil
     (bad,) = second["tool_calls"]
     assert bad["skills"] == [] and "ValueError: bad" in bad["error"]
     assert report["total_ms"] >= report["tool_ms"] > 0
-    assert node.trace and [e["type"] for e in node.trace][:2] == ["turn-start", "message"]  # stored by 'session'
+    assert node.trace and [e["type"] for e in node.trace][:4] == ["turn-start", "model-call", "model-response", "message"]  # stored by 'session'
 
 
 async def test_nested_agents_belong_to_their_callers_run_and_not_its_session(context_manager, tools):
@@ -205,13 +205,13 @@ async def test_compaction_summarizes_through_the_same_provider(context_manager, 
         "compaction": {"reserve": 500, "model": {"script": [{"text": summary}]}},
     }
     write_skill("echo-provider", ECHO)
-    for n in range(6):  # 12 messages of ~500 tokens: past 70% of (9,000 - system - 500)
+    for n in range(7):  # 14 messages of ~500 tokens: past 70% of (9,000 - system - 500)
         await chat(context_manager, n, config=config)
     got = await context_manager.invoke(
         "agent", {"prompt": "P", "user_message": "next", "config": {**config, "agent": "echo-provider"}}, session="c"
     )
     assert got["messages"][0] == {"role": "summary", "text": "They said 0 to 5."}
-    assert got["messages"][-1]["text"].startswith("reply 5")
+    assert got["messages"][-1]["text"].startswith("reply 6")
     info = context_manager.state.sessions.get("c")
     assert info.summary == "They said 0 to 5." and 0 < info.summary_through < 12
     memory = (workspace / "MEMORY.md").read_text()
@@ -228,15 +228,15 @@ async def test_when_the_summarizing_call_fails_the_old_part_is_dropped(context_m
         "compaction": {"reserve": 500, "model": {"script": [{"error": {"type": "ModelErrorException"}}]}},
     }
     write_skill("echo-provider", ECHO)
-    for n in range(7):  # the 7th run starts past the threshold; its summarizer fails
+    for n in range(8):  # the 8th run starts past the threshold; its summarizer fails
         await chat(context_manager, n, config=config)
     info = context_manager.state.sessions.get("c")
     assert info.summary is None and info.summary_through > 0
     got = await context_manager.invoke(
         "agent", {"prompt": "P", "user_message": "next", "config": {**config, "agent": "echo-provider"}}, session="c"
     )
-    assert got["messages"][0]["role"] == "user" and got["messages"][-1]["text"].startswith("reply 6")
-    assert len(got["messages"]) < 14
+    assert got["messages"][0]["role"] == "user" and got["messages"][-1]["text"].startswith("reply 7")
+    assert len(got["messages"]) < 16
 
 
 # -- retention -----------------------------------------------------------------------------

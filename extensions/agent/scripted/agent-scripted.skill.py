@@ -16,6 +16,13 @@ model. ``messages`` (a session's earlier messages, in the neutral format) come b
 the user's message in the conversation it keeps, and count in its usage estimate; the
 script alone decides what the "model" says. When compaction has the model summarize,
 ``model.compaction.model.script`` plays that call (its first turn's text is the answer).
+
+It reports every model call (``model-call`` before, ``model-response`` after; see
+``agent_apps/agent/model_calls.py``): a ``response`` directive replaces the script's
+turn (a resumed run replays what the model said; the response remembers the script
+position, so the script goes on where it was), ``messages`` and ``system`` directives
+replace what this turn's "model" receives (it reports them in ``model-response``'s
+``received`` when ``config.echo`` is true, for tests of what a model is sent).
 It is a complete provider: tests, docs and demos use it, and the provider
 conformance suite holds it to the same protocol as a real model.
 """
@@ -38,10 +45,12 @@ frontmatter = {
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
             "messages": {"type": "array", "items": {"type": "object"}},
+            "model_messages": {"type": "boolean"},
+            "buffer_responses": {"type": "boolean"},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
-    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden"},
+    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden", "provider": {"model_calls": True}},
 }
 
 
@@ -57,78 +66,135 @@ async def main(ctx, args):
     async def hook(event):
         return await ctx.manager.invoke(hook_ref, event) or {}
 
-    conversation = [{"role": "system", "content": args["prompt"]}]
-    conversation += [_from_history(m) for m in args.get("messages") or ()]
-    conversation.append({"role": "user", "content": args.get("user_message") or "Do the task."})
-    position, turn, text = 0, 0, ""
-    run = secrets.token_hex(3)  # tool call ids stay unique across the runs of a session
+    system = args["prompt"]
+    # the conversation "the model" sees, in the neutral message format
+    conversation = list(args.get("messages") or ())
+    conversation.append({"role": "user", "text": args.get("user_message") or "Do the task."})
+    model = _Model(ctx, hook, script, run=secrets.token_hex(3), args=args)
+    turn, text = 0, ""
     while True:
         ctx.signal.raise_if_cancelled()
         turn += 1
         await hook({"type": "turn-start", "turn": turn})
-        started = time.perf_counter()
-        entry, position = await _model_call(ctx, hook, script, position)
-        latency = round((time.perf_counter() - started) * 1000, 3)
-        text = str(entry.get("text") or "")
-        if entry.get("reasoning"):
-            await hook({"type": "reasoning", "text": str(entry["reasoning"])})
+        response, latency = await model.call(turn, system, conversation)
+        text = response.get("text") or ""
+        if response.get("reasoning"):
+            await hook({"type": "reasoning", "text": response["reasoning"]})
         if text and config.get("stream"):
             for i in range(0, len(text), 8):
                 await hook({"type": "message", "text": text[i : i + 8], "delta": True})
         elif text:
             await hook({"type": "message", "text": text})
-        codes = entry.get("code")
-        codes = [codes] if isinstance(codes, str) else list(codes or [])
-        conversation.append({"role": "assistant", "content": text, "calls": codes})
-        for index, code in enumerate(codes):
+        calls = response.get("tool_calls") or []
+        conversation.append({"role": "assistant", "text": text, "tool_calls": calls})
+        for call in calls:
             ctx.signal.raise_if_cancelled()
-            call = {"code": code}
-            call_id = f"call-{run}-{turn}-{index}"
-            directive = await hook({"type": "tool-call", "tool": "invoke", "args": call, "id": call_id})
+            directive = await hook({"type": "tool-call", "tool": call["name"], "args": call["input"], "id": call["id"]})
             if directive.get("deny"):
                 result = {"text": f"Tool call denied: {directive['deny']}", "error": True}
             else:
-                result = await ctx.manager.invoke(invoke_ref, call)
-            await hook({"type": "tool-result", "tool": "invoke", "args": call, "result": result, "id": call_id})
-            conversation.append({"role": "tool", "content": result.get("text", "")})
+                result = await ctx.manager.invoke(invoke_ref, {"code": call["input"].get("code", "")})
+            event = {"type": "tool-result", "tool": call["name"], "args": call["input"], "result": result}
+            await hook({**event, "id": call["id"]})
+            conversation.append(
+                {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "text": result.get("text", ""),
+                 "error": bool(result.get("error"))}
+            )
         if config.get("context_edit"):
             await _edit_context(hook, conversation, int(config.get("context_keep", 6)))
-        usage = entry.get("usage") or _estimate(conversation, text)
-        end = {"type": "turn-end", "turn": turn, "result": text, "usage": usage, "latency_ms": latency}
-        directive = await hook({**end, "stop_reason": "tool_use" if codes else "end_turn"})
+        end = {"type": "turn-end", "turn": turn, "result": text, "usage": response.get("usage"), "latency_ms": latency}
+        directive = await hook({**end, "stop_reason": response.get("stop_reason") or "end_turn"})
         if directive.get("stop"):
             return directive.get("result", text)
         if directive.get("continue"):
             if directive.get("message"):
-                conversation.append({"role": "user", "content": directive["message"]})
+                conversation.append({"role": "user", "text": directive["message"]})
             continue
-        if not codes:  # no directive: a turn without tool calls ends the run
+        if not calls:  # no directive: a turn without tool calls ends the run
             return text
 
 
-async def _model_call(ctx, hook, script, position):
-    """The next scripted turn, with errors reported and retried as the hook decides."""
-    attempt = 0
-    while True:
-        if position >= len(script):
+class _Model:
+    """The scripted "model": one script entry per call, reported as model calls."""
+
+    def __init__(self, ctx, hook, script, *, run, args):
+        self.ctx, self.hook, self.script, self.run = ctx, hook, script, run
+        self.position = 0
+        self.with_messages = bool(args.get("model_messages"))
+        self.buffered = bool(args.get("buffer_responses"))
+        self.echo = bool((args.get("config") or {}).get("echo"))
+
+    async def call(self, turn, system, conversation):
+        """This turn's response and the model's latency in ms, after errors are
+        reported and retried as the hook decides."""
+        attempt = 0
+        while True:
+            attempt += 1
+            event = {"type": "model-call", "turn": turn, "attempt": attempt}
+            if self.with_messages:
+                event.update(messages=list(conversation), system=system)
+            directive = await self.hook(event)
+            sent = {"system": directive.get("system", system), "messages": directive.get("messages", conversation)}
+            started = time.perf_counter()
+            replayed = "response" in directive
+            if replayed:
+                response = directive["response"]
+                self.position = int((response.get("meta") or {}).get("script_position", self.position))
+            else:
+                entry = await self._next_entry()
+                if "error" in entry:
+                    await self._failed(entry, attempt)
+                    continue
+                response = self._response(entry, turn, sent)
+            latency = round((time.perf_counter() - started) * 1000, 3)
+            report = {"type": "model-response", "turn": turn, "attempt": attempt, "response": response}
+            directive = await self.hook({**report, "latency_ms": latency, "replayed": replayed})
+            if self.buffered and "response" in directive:
+                response = directive["response"]
+            return response, latency
+
+    async def _next_entry(self):
+        if self.position >= len(self.script):
             raise ModelError(
-                f"the script has no turn {position + 1} (it has {len(script)}); the model has nothing more to say"
+                f"the script has no turn {self.position + 1} (it has {len(self.script)}); "
+                "the model has nothing more to say"
             )
-        entry = script[position]
-        position += 1
+        entry = self.script[self.position]
+        self.position += 1
         if entry.get("delay"):
-            await _sleep(ctx, float(entry["delay"]))
-        if "error" not in entry:
-            return entry, position
-        attempt += 1
+            await _sleep(self.ctx, float(entry["delay"]))
+        return entry
+
+    async def _failed(self, entry, attempt):
         error = entry["error"] if isinstance(entry["error"], dict) else {"message": str(entry["error"])}
         error = {"type": "ModelError", "retryable": False, **error}
-        directive = await hook({"type": "error", "error": error, "attempt": attempt}) or {}
+        directive = await self.hook({"type": "error", "error": error, "attempt": attempt}) or {}
         if not directive.get("retry"):
             raise ModelError(f"{error['type']}: {error.get('message', '')}")
         delay = float(directive.get("delay") or 0)
-        await hook({"type": "retry", "attempt": attempt, "delay": delay, "error": error})
-        await _sleep(ctx, delay)
+        await self.hook({"type": "retry", "attempt": attempt, "delay": delay, "error": error})
+        await _sleep(self.ctx, delay)
+
+    def _response(self, entry, turn, sent):
+        text = str(entry.get("text") or "")
+        codes = entry.get("code")
+        codes = [codes] if isinstance(codes, str) else list(codes or [])
+        calls = [
+            {"id": f"call-{self.run}-{turn}-{i}", "name": "invoke", "input": {"code": code}}
+            for i, code in enumerate(codes)
+        ]
+        response = {
+            "text": text,
+            "tool_calls": calls,
+            "usage": entry.get("usage") or _estimate(sent, text),
+            "stop_reason": "tool_use" if calls else "end_turn",
+            "meta": {"script_position": self.position},
+        }
+        if entry.get("reasoning"):
+            response["reasoning"] = str(entry["reasoning"])
+        if self.echo:
+            response["meta"]["received"] = sent
+        return response
 
 
 async def _sleep(ctx, seconds):
@@ -143,25 +209,14 @@ async def _sleep(ctx, seconds):
 async def _edit_context(hook, conversation, keep):
     """context_edit: elide tool results older than the last ``keep`` messages."""
     removed = 0
-    for message in conversation[2:-keep]:
-        if message["role"] == "tool" and not message["content"].startswith("[elided"):
-            removed += len(message["content"])
-            message["content"] = f"[elided: {len(message['content'])} characters]"
+    for message in conversation[1:-keep]:
+        if message["role"] == "tool" and not message["text"].startswith("[elided"):
+            removed += len(message["text"])
+            message["text"] = f"[elided: {len(message['text'])} characters]"
     if removed:
         await hook({"type": "context-edit", "removed": removed, "kept": keep, "reason": "older tool results elided"})
 
 
-def _from_history(message):
-    """A neutral history message as an entry of the conversation kept here."""
-    role = message.get("role")
-    if role == "assistant":
-        codes = [c.get("input", {}).get("code", "") for c in message.get("tool_calls") or ()]
-        return {"role": "assistant", "content": message.get("text") or "", "calls": codes}
-    if role == "summary":
-        return {"role": "user", "content": f"[Previous conversation summary: {message.get('text') or ''}]"}
-    return {"role": "tool" if role == "tool" else "user", "content": message.get("text") or ""}
-
-
-def _estimate(conversation, text):
-    chars = sum(len(json.dumps(m)) for m in conversation)
+def _estimate(sent, text):
+    chars = len(sent["system"]) + sum(len(json.dumps(m)) for m in sent["messages"])
     return {"input_tokens": chars // 4, "output_tokens": max(1, len(text) // 4)}

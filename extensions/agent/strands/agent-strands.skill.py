@@ -39,10 +39,12 @@ frontmatter = {
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
             "messages": {"type": "array", "items": {"type": "object"}},
+            "model_messages": {"type": "boolean"},
+            "buffer_responses": {"type": "boolean"},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
-    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden"},
+    "metadata": {"tags": ["meta-internal", "provider"], "visibility": "hidden", "provider": {"model_calls": True}},
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-__all__ = ["OMITTED", "to_converse"]
+__all__ = ["OMITTED", "from_converse", "to_converse"]
 
 #: Stands in for the start of a window that a cut left beginning with the model's turn.
 OMITTED = "[Earlier messages of this conversation were left out.]"
@@ -97,4 +97,32 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _add(out, message["role"], message["content"])
     if out and out[0]["role"] == "assistant":
         out.insert(0, {"role": "user", "content": [{"text": OMITTED}]})
+    return out
+
+
+def from_converse(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Converse messages as neutral ones (what ``model-call`` events carry)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content") or []
+        text = "".join(str(block["text"]) for block in content if "text" in block)
+        if message.get("role") == "assistant":
+            calls = [
+                {"id": str(use["toolUseId"]), "name": str(use["name"]), "input": use.get("input") or {}}
+                for use in (block["toolUse"] for block in content if "toolUse" in block)
+            ]
+            out.append({"role": "assistant", "text": text, "tool_calls": calls})
+            continue
+        for result in (block["toolResult"] for block in content if "toolResult" in block):
+            parts = result.get("content") or []
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(result.get("toolUseId")),
+                    "text": "".join(str(p.get("text", p.get("json", ""))) for p in parts),
+                    "error": result.get("status") == "error",
+                }
+            )
+        if text:
+            out.append({"role": "user", "text": text})
     return out

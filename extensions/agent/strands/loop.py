@@ -52,6 +52,7 @@ from strands.types.tools import AgentTool
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import Cancelled
 
+from .calls import ReportedModel
 from .history import to_converse
 from .models import Built, build_model, classify
 
@@ -101,8 +102,15 @@ class Session(HookProvider):
         #: A model error the agent policy chose not to retry.
         self.failure: Exception | None = None
         self.cancel_event = threading.Event()
+        # every model call goes through the hook (model-call, model-response)
+        model = ReportedModel(
+            built.model,
+            self,
+            with_messages=bool(args.get("model_messages")),
+            buffered=bool(args.get("buffer_responses")),
+        )
         self.agent = Agent(
-            model=built.model,
+            model=model,
             tools=[InvokeTool(self)],
             system_prompt=self.prompt,
             callback_handler=None,

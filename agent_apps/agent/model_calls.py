@@ -1,0 +1,129 @@
+"""The policy's seat around each model call (hook events ``model-call`` and ``model-response``).
+
+A provider makes the model calls, maybe in another process, but several features must
+sit around each one: a journal answers a resumed run's calls from what the model said
+before, model-level middleware and guardrails see (and may change) what is sent and
+what comes back, the context may change the system prompt per call. A provider that
+declares ``metadata: {provider: {model_calls: true}}`` reports each call twice:
+
+``model-call`` (before the request)::
+
+    {"type": "model-call", "turn": N, "attempt": A,
+     "messages": [...], "system": "..."}    # only when started with model_messages: true
+
+    directive: {"response": R}   do not call the model, act on R as its answer
+               {"messages": [...]}  send these (neutral messages) instead
+               {"system": "..."}    use this system prompt for this call
+
+``model-response`` (after a successful request, before the provider acts on it)::
+
+    {"type": "model-response", "turn": N, "attempt": A, "response": R,
+     "latency_ms": F, "replayed": bool}
+
+    directive: {"response": R2}  act on R2 instead (only when started with
+                                 buffer_responses: true: a streaming provider has
+                                 otherwise shown R's text already)
+
+``R`` is a :class:`ModelResponse`. A replayed ``R`` is acted on like a live one: the
+provider reports its text and tool calls through the usual events and runs the calls.
+
+Features plug in as :class:`ModelInterceptor` objects, consulted in order: each sees
+the event as the ones before it left it, and the first ``response`` on ``model-call``
+ends the round (nothing after it sees that call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypedDict
+
+from ..state.messages import ToolCall
+
+__all__ = ["RESPONSE_SCHEMA", "ModelCalls", "ModelInterceptor", "ModelResponse"]
+
+
+class ModelResponse(TypedDict, total=False):
+    """One answer of the model, whatever the provider's wire format."""
+
+    text: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    usage: dict[str, int]
+    stop_reason: str
+    #: provider-private data the provider needs to act on a replayed answer (e.g. the
+    #: scripted provider's position in its script); others pass it through untouched
+    meta: dict[str, Any]
+
+
+#: JSON Schema of a :class:`ModelResponse`: what a directive may hand a provider.
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "reasoning": {"type": "string"},
+        "tool_calls": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "input": {"type": "object"}},
+                "required": ["id", "name", "input"],
+            },
+        },
+        "usage": {"type": "object"},
+        "stop_reason": {"type": "string"},
+        "meta": {"type": "object"},
+    },
+}
+
+
+class ModelInterceptor(Protocol):
+    """A feature that sits around model calls. Both methods return a directive or None."""
+
+    #: wants ``messages`` and ``system`` in model-call events (they cost a copy per call)
+    needs_messages: bool
+    #: may replace responses (the provider then buffers each answer before acting on it)
+    changes_responses: bool
+
+    async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
+class ModelCalls:
+    """The ordered interceptors of one agent run."""
+
+    def __init__(self, interceptors: Sequence[ModelInterceptor] = ()) -> None:
+        self.interceptors: list[ModelInterceptor] = list(interceptors)
+
+    def __bool__(self) -> bool:
+        return bool(self.interceptors)
+
+    def provider_args(self) -> dict[str, bool]:
+        """What the provider must send and do for these interceptors (its args)."""
+        args = {}
+        if any(i.needs_messages for i in self.interceptors):
+            args["model_messages"] = True
+        if any(i.changes_responses for i in self.interceptors):
+            args["buffer_responses"] = True
+        return args
+
+    async def on_call(self, event: dict[str, Any]) -> dict[str, Any]:
+        directive: dict[str, Any] = {}
+        for interceptor in self.interceptors:
+            answer = await interceptor.model_call(event)
+            if not answer:
+                continue
+            if "response" in answer:
+                return {"response": answer["response"]}
+            for key in ("messages", "system"):
+                if key in answer:
+                    directive[key] = event[key] = answer[key]
+        return directive
+
+    async def on_response(self, event: dict[str, Any]) -> dict[str, Any]:
+        original = event.get("response")
+        for interceptor in self.interceptors:
+            answer = await interceptor.model_response(event)
+            if answer and "response" in answer:
+                event["response"] = answer["response"]
+        return {"response": event["response"]} if event.get("response") is not original else {}
