@@ -219,6 +219,7 @@ class AgentRun:
         self._sandbox: Any = None
         self._code_ctx: Context | None = None
         self._model_slot: Gate | None = None  # held while a model call is in flight
+        self._reports_model_calls = False  # the provider sends model-call events
         self._turn_span: tracing.Span | None = None
         self._model_span: tracing.Span | None = None
         self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
@@ -307,8 +308,10 @@ class AgentRun:
                 }
                 if window:  # the session's earlier messages (the neutral format), before the user's
                     call["messages"] = window
+                provider_skill = self.cm.get(provider)
+                self._reports_model_calls = _declares_model_calls(provider_skill)
                 if self.model_calls:
-                    _require_model_calls(self.cm.get(provider))
+                    _require_model_calls(provider_skill)
                     call.update(self.model_calls.provider_args())
                 # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider
                 # even when it does not look at its signal.
@@ -507,9 +510,13 @@ class AgentRun:
             await recorder.end_turn(event, directive, memory)
 
     async def _on_model_call(self, event: dict[str, Any]) -> dict[str, Any]:
-        return await self.model_calls.on_call(event)
+        directive = await self.model_calls.on_call(event)
+        if "response" not in directive:  # the model is called now
+            await self._model_call_started()
+        return directive
 
     async def _on_model_response(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
         problem = schema_problem(RESPONSE_SCHEMA, event.get("response"))
         if problem is not None:
             path, message = problem
@@ -529,7 +536,8 @@ class AgentRun:
         tracing.end(self._turn_span)
         self._turn_span = tracing.start_span(f"turn {self.turn}", self.ctx, {"agent_apps.turn": self.turn})
         self._emit("turn-start", turn=self.turn)
-        await self._model_call_started()
+        if not self._reports_model_calls:  # the model call follows (no model-call event will say so)
+            await self._model_call_started()
 
     async def _on_message(self, event: dict[str, Any]) -> None:
         text = str(event.get("text") or "")
@@ -757,10 +765,14 @@ def _tool_timeout(ctx: Context, value: Any) -> float | None:
     return float(value)
 
 
+def _declares_model_calls(provider: Skill) -> bool:
+    declared = provider.metadata.get("provider")
+    return isinstance(declared, dict) and bool(declared.get("model_calls"))
+
+
 def _require_model_calls(provider: Skill) -> None:
     """A feature that sits around model calls needs a provider that reports them."""
-    declared = provider.metadata.get("provider")
-    if not (isinstance(declared, dict) and declared.get("model_calls")):
+    if not _declares_model_calls(provider):
         raise AgentAppsError(
             f"provider {provider.name!r} does not report its model calls (metadata.provider.model_calls), which "
             "this run needs (a resumed durable run, model-level middleware or guardrails); use a provider that "
