@@ -18,7 +18,7 @@ from .context import Context, Signal
 from .errors import AgentAppsError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
-from .middleware import MiddlewareFn, compose, expand_agent, skill_middleware
+from .middleware import MiddlewareFn, applies, compose, expand_agent, skill_middleware
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
 from .skill import Skill, is_skill_name
@@ -369,10 +369,13 @@ class ContextManager:
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
                 refs = expand_agent(self, skill, refs)
-                fixed = skill._cache["middleware"] = [self._middleware_fn(r) for r in refs]
+                every = skill._cache["middleware_all"] = [self._middleware_fn(r) for r in refs]
+                # model- and run-level middleware wrap model calls and agent runs, not this
+                fixed = skill._cache["middleware"] = [fn for fn in every if applies(fn, skill)]
         if call_middleware:
             call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
-        chain = fixed + [self._middleware_fn(r) for r in call_middleware or ()]
+        call_fns = [self._middleware_fn(r) for r in call_middleware or ()]
+        chain = fixed + [fn for fn in call_fns if applies(fn, skill)]
         if not chain:
             return None
         if not call_middleware:

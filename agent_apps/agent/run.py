@@ -56,15 +56,19 @@ from ..errors import (
     ArgsInvalid,
     BudgetExceeded,
     Cancelled,
+    GuardrailTripped,
     LimitExceeded,
     MiddlewareError,
     ResultInvalid,
     ToolNotAllowed,
 )
+from ..middleware import AGENT, MiddlewareFn, level_of, served_middleware
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
 from ..validation import schema_problem, validate_args
+from .guardrails import guardrails_for
 from .model_calls import RESPONSE_SCHEMA, ModelCalls
+from .model_middleware import ModelMiddleware
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 from .recorder import RETENTIONS, Recorder
 
@@ -107,6 +111,8 @@ INVOKE_RESULT: dict[str, Any] = {
 _EXCLUDED = ("agent", "agent-execute")
 #: How long the end of a run waits for the calls its code left running to unwind.
 JOIN_GRACE = 5.0
+#: The status of a run that ended with one of these errors (others: ``error``).
+_STATUS_OF: dict[type, str] = {BudgetExceeded: "budget", GuardrailTripped: "guardrail"}
 _CONTINUE = "Continue."
 
 #: The terminal message of a run stopped at a cap, by status.
@@ -220,6 +226,7 @@ class AgentRun:
         self._code_ctx: Context | None = None
         self._model_slot: Gate | None = None  # held while a model call is in flight
         self._reports_model_calls = False  # the provider sends model-call events
+        self._model_middleware: ModelMiddleware | None = None
         self._turn_span: tracing.Span | None = None
         self._model_span: tracing.Span | None = None
         self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
@@ -298,7 +305,7 @@ class AgentRun:
                     description=INVOKE_TOOL["description"],
                 )
                 hook_ref = ctx.manager.callback(self.hook, name="agent-hook", params=HOOK_PARAMS)
-                call = {
+                call: dict[str, Any] = {
                     "prompt": system,
                     "config": self.config,
                     "invoke_ref": invoke_ref,
@@ -310,6 +317,7 @@ class AgentRun:
                     call["messages"] = window
                 provider_skill = self.cm.get(provider)
                 self._reports_model_calls = _declares_model_calls(provider_skill)
+                self._sit_around_model_calls()
                 if self.model_calls:
                     _require_model_calls(provider_skill)
                     call.update(self.model_calls.provider_args())
@@ -319,6 +327,8 @@ class AgentRun:
             finally:
                 stop_sandbox()
                 self._model_call_ended()
+                if self._model_middleware is not None:
+                    self._model_middleware.abort("the run ended")
                 tracing.end(self._turn_span)
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
                 try:  # shielded: a second cancel must not leave the sandbox or a call running
@@ -336,7 +346,7 @@ class AgentRun:
                 over = self.ledger.deadline_exceeded(time.time())  # stopped at a budget deadline
                 self.state["status"] = "budget" if over is not None else "cancelled"
             elif self.state["status"] == "running":
-                self.state["status"] = "budget" if isinstance(exc, BudgetExceeded) else "error"
+                self.state["status"] = _STATUS_OF.get(type(exc), "error")
             reported = over if over is not None else exc
             error = (
                 reported.to_json()
@@ -611,6 +621,8 @@ class AgentRun:
 
     async def _on_error(self, event: dict[str, Any]) -> dict[str, Any]:
         self._model_call_ended()
+        if self._model_middleware is not None:
+            self._model_middleware.abort(str((event.get("error") or {}).get("message") or "error"))
         error = event.get("error") or {}
         attempt = int(event.get("attempt") or 1)
         retryable = bool(error.get("retryable")) if isinstance(error, dict) else False
@@ -624,6 +636,30 @@ class AgentRun:
         self._emit("agent-error", retrying=True, attempt=event.get("attempt"), delay=event.get("delay"))
 
     # -- supervision -----------------------------------------------------------------
+
+    def _sit_around_model_calls(self) -> None:
+        """Register this run's guardrails and model-level middleware around its model
+        calls: input guardrails, then the middleware onion, then output guardrails."""
+        fns: list[MiddlewareFn] = []
+        sources = [served_middleware(self.cm, self.ctx, "model")]
+        if self.served is not self.ctx:
+            sources.append(served_middleware(self.cm, self.served, "model"))
+        refs = [ref for ref in self.config.get("middleware") or () if ref != AGENT]
+        sources.append([self.cm._middleware_fn(ref) for ref in refs])
+        for fn in (fn for source in sources for fn in source):
+            if level_of(fn) == "model" and fn not in fns:
+                fns.append(fn)
+        source = self.cm.config_for(self.served.skill).sources.get("model.guardrails", "config")
+        guards = {g.kind: g for g in guardrails_for(self, self.config.get("guardrails"), source)}
+        self._model_middleware = ModelMiddleware(self, fns) if fns else None
+        around = [guards.get("input"), self._model_middleware, guards.get("output")]
+        self.model_calls.interceptors += [interceptor for interceptor in around if interceptor is not None]
+
+    def guardrail_decision(self, name: str, kind: str, turn: int, decision: dict[str, Any]) -> None:
+        """Report one guardrail decision: a ``guardrail`` event and a trace entry."""
+        fields = {"guardrail": name, "kind": kind, "turn": turn, **decision}
+        self.trace.append({"type": "guardrail", "timestamp": time.time(), **fields})
+        self._emit("guardrail", **fields)
 
     def _budget(self, check: Any) -> None:
         """Run a budget check; past a limit the run ends with status ``budget``."""
@@ -664,7 +700,7 @@ class AgentRun:
 
     # -- events ----------------------------------------------------------------------
 
-    def _emit(self, kind: str, **fields: Any) -> None:
+    def _emit(self, kind: str, /, **fields: Any) -> None:
         if self.topic:
             self.cm.events.emit(
                 self.topic,
