@@ -111,6 +111,8 @@ INVOKE_RESULT: dict[str, Any] = {
 _EXCLUDED = ("agent", "agent-execute")
 #: How long the end of a run waits for the calls its code left running to unwind.
 JOIN_GRACE = 5.0
+#: Event loop ticks without a new call after which the parallel calls of a turn run.
+SETTLE_TICKS = 3
 #: The status of a run that ended with one of these errors (others: ``error``).
 _STATUS_OF: dict[type, str] = {BudgetExceeded: "budget", GuardrailTripped: "guardrail"}
 _CONTINUE = "Continue."
@@ -231,6 +233,8 @@ class AgentRun:
         self._model_span: tracing.Span | None = None
         self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
         self._calls: set[asyncio.Task[Any]] = set()  # host calls of the code in flight
+        self._flusher: asyncio.Future[Any] | None = None  # the batch being run
+        self._turn_tool_calls: int | None = None  # tool calls in this turn's model answer, if reported
         # The model's code runs as this anonymous skill: built once per run, so its
         # schema is compiled once; its allowed-tools are the agent's.
         self._code_skill = Skill(
@@ -441,8 +445,44 @@ class AgentRun:
 
     async def _run_code(self, actx: Context, args: dict[str, Any]) -> dict[str, Any]:
         self._code_ctx = actx
-        result = await self._sandbox.run(args["code"])
-        return result.to_json()
+        if not self.parallel:
+            return (await self._sandbox.run(args["code"], self._tool_limit())).to_json()
+        # Parallel tool calls: the calls the provider dispatches together run as one
+        # sandbox run, each piece a task on the guest's event loop (docs/supervision.md).
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._batch.append((args["code"], future))
+        if len(self._batch) == 1:
+            self._flusher = asyncio.ensure_future(self._flush_batch())
+        return (await future).to_json()  # type: ignore[no-any-return]
+
+    def _tool_limit(self) -> float | None:
+        """Seconds one invoke call may take: ``model.tool_timeout``, at most the sandbox's."""
+        limit = self._sandbox.limits.timeout
+        return limit if self.tool_timeout is None else min(limit, self.tool_timeout)
+
+    async def _flush_batch(self) -> None:
+        """Run the calls that arrived together: wait until no more arrive (a few event
+        loop ticks; none when the model's answer had one call), then run them."""
+        idle = 0
+        while idle < SETTLE_TICKS and self._turn_tool_calls != 1:
+            size = len(self._batch)
+            await asyncio.sleep(0)
+            idle = idle + 1 if len(self._batch) == size else 0
+        batch, self._batch = self._batch, []
+        codes = [code for code, _ in batch]
+        try:
+            if len(codes) == 1:
+                results = [await self._sandbox.run(codes[0], self._tool_limit())]
+            else:
+                results = await self._sandbox.run_batch(codes, [self.tool_timeout] * len(codes))
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
     async def _call_host(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
         """A call from guest code: a child of the agent-code invocation (untrusted), so
@@ -466,6 +506,9 @@ class AgentRun:
         """The run is over: close its sandbox, and wait (briefly) for what its code's
         calls left behind (a cancelled sub-agent recording its status, a subprocess
         being killed), so that nothing of the run outlives it."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            await asyncio.wait([self._flusher], timeout=JOIN_GRACE)
         await self._sandbox.close()
         pending = [task for task in self._calls if not task.done()]
         for task in pending:
@@ -534,11 +577,13 @@ class AgentRun:
                 f"{self.name}: provider {self.provider!r} reported a malformed model response ({path}: {message})",
                 skill=self.name,
             )
-        return await self.model_calls.on_response(event)
+        directive = await self.model_calls.on_response(event)
+        self._turn_tool_calls = len(event["response"].get("tool_calls") or ())
+        return directive
 
     async def _on_turn_start(self, event: dict[str, Any]) -> None:
         self.turn = int(event.get("turn") or self.turn + 1)
-        self._turn_text, self._turn_calls = [], 0
+        self._turn_text, self._turn_calls, self._turn_tool_calls = [], 0, None
         if self.turn > self.max_turns:  # the provider ignored the stop directive
             self.state["status"] = "max_turns"
             raise LimitExceeded(f"{self.name}: turn limit ({self.max_turns}) reached", skill=self.name)

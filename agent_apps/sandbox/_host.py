@@ -77,6 +77,19 @@ class Sandbox:
         """Run agent code; never raises for errors of the code itself (see RunResult)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        return (await self._run(code, timeout, None))[0]
+
+    async def run_batch(self, codes: list[str], timeouts: list[float | None] | None = None) -> list[RunResult]:
+        """Run several pieces of code concurrently, as tasks on the guest's event loop
+        (one interpreter: their host calls overlap, their Python does not), each with
+        its own output, value, error, ``finish()`` and time limit (``timeouts[i]``
+        seconds); they share ``memory``. The run's own limit is the sandbox's timeout."""
+        if not codes or not all(isinstance(code, str) for code in codes):
+            raise TypeError("codes must be a non-empty list of str")
+        batch = json.dumps({"batch": codes, "timeouts": list(timeouts or [None] * len(codes))})
+        return await self._run("", None, batch, len(codes))
+
+    async def _run(self, code: str, timeout: float | None, batch: str | None, count: int = 1) -> list[RunResult]:
         async with self._lock:
             core = self._core
             if core.closed:
@@ -91,7 +104,7 @@ class Sandbox:
             t0 = time.perf_counter()
             limit = float(timeout or self.limits.timeout)
             seq = core.next_seq()
-            core.submit(core.run, code, limit, seq, done=done)
+            core.submit(core.run, code, limit, seq, batch, done=done)
             # Watchdog: epoch interruption cannot reach a guest blocked inside a
             # host call (a WASI wait the guest runtime did not reroute).
             watchdog = loop.call_later(limit + WATCHDOG_GRACE, _resolve, fut, True, _STUCK)
@@ -111,7 +124,7 @@ class Sandbox:
                 core.cancel_calls()
             if outcome is _STUCK:
                 await self._replace_stuck_core()
-                return RunResult(
+                stuck = RunResult(
                     error=(
                         f"TimeoutError: the code was blocked in a system call past its time limit "
                         f"of {limit:g} s (timeout) and was stopped"
@@ -123,7 +136,13 @@ class Sandbox:
                     ),
                     duration=time.perf_counter() - t0,
                 )
-            return _result(outcome, time.perf_counter() - t0)
+                return [stuck] * count
+            duration = time.perf_counter() - t0
+            if batch is None or not isinstance(outcome, dict):
+                return [_result(outcome, duration)] * count
+            parts = [_result(part, duration) for part in outcome.get("batch") or ()][:count]
+            missing = RunResult(error="SandboxError: the sandbox runtime returned no result for this call")
+            return parts + [missing] * (count - len(parts))
 
     async def _replace_stuck_core(self) -> None:
         """Abandon a worker stuck in a host call; carry the sandbox's state to a new one."""

@@ -130,8 +130,10 @@ async def test_directive_stop_is_obeyed(harness, run_agent):
 
 
 async def test_directive_deny_is_obeyed(harness, run_agent, events):
+    # one after the other: the second call is announced after the first finished the task
     turns = [{"code": ["ctx.manager.finish(1)", "print('must not run')"]}]
-    assert await run_agent(harness, turns, events="conformance") == 1
+    config = {"parallel_tool_calls": False}
+    assert await run_agent(harness, turns, events="conformance", config=config) == 1
     texts = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
     assert not any("must not run" in t for t in texts)
     assert any("denied" in t for t in texts)
