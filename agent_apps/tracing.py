@@ -140,8 +140,8 @@ def configure_from_env() -> bool:
         raise ConfigError(
             f"OTEL_TRACES_EXPORTER={exporter_name} needs OpenTelemetry: pip install 'agent-apps[otel]'"
         ) from None
-    if exporter_name == "console":
-        exporter: Any = ConsoleSpanExporter()
+    if exporter_name == "console":  # on stderr: stdout is the result's
+        exporter: Any = ConsoleSpanExporter(out=sys.stderr)
     elif exporter_name == "otlp":
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

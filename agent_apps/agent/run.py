@@ -288,7 +288,8 @@ class AgentRun:
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
-        tracing.annotate(ctx.span, {"agent_apps.agent": self.name, **self.scope_ids()})
+        ids = {f"agent_apps.{key}": value for key, value in self.scope_ids().items()}
+        tracing.annotate(ctx.span, {"agent_apps.agent": self.name, **ids})
         deadline = self._arm_deadline()
         try:
             window: list[Any] = []
