@@ -210,6 +210,8 @@ class AgentRun:
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
         }
+        #: What the agents below this one's code keep (set when the run starts).
+        self._inherited = parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
         #: What callers and middleware read after the run (ctx.locals["agent"]).
@@ -686,8 +688,9 @@ class AgentRun:
     def _sit_around_model_calls(self) -> None:
         """Register this run's guardrails and model-level middleware around its model
         calls: input guardrails, then the middleware onion, then output guardrails."""
+        inherited_fns, inherited_guards = self._inherited or ([], [])
         fns: list[MiddlewareFn] = []
-        sources = [served_middleware(self.cm, self.ctx, "model")]
+        sources = [inherited_fns, served_middleware(self.cm, self.ctx, "model")]
         if self.served is not self.ctx:
             sources.append(served_middleware(self.cm, self.served, "model"))
         refs = [ref for ref in self.config.get("middleware") or () if ref != AGENT]
@@ -696,7 +699,11 @@ class AgentRun:
             if level_of(fn) == "model" and fn not in fns:
                 fns.append(fn)
         source = self.cm.config_for(self.served.skill).sources.get("model.guardrails", "config")
-        guards = {g.kind: g for g in guardrails_for(self, self.config.get("guardrails"), source)}
+        own = self.config.get("guardrails") or []
+        refs = own if not isinstance(own, list) else [*inherited_guards, *(r for r in own if r not in inherited_guards)]
+        guards = {g.kind: g for g in guardrails_for(self, refs, source)}
+        # agents this run's code starts keep its guardrails and model-level middleware
+        self.scope["around_model_calls"] = (fns, refs)
         self._model_middleware = ModelMiddleware(self, fns) if fns else None
         around = [guards.get("input"), self._model_middleware, guards.get("output")]
         self.model_calls.interceptors += [interceptor for interceptor in around if interceptor is not None]
@@ -845,6 +852,17 @@ def _tool_timeout(ctx: Context, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
         raise ArgsInvalid(ctx.skill.name, "config.tool_timeout", f"must be a number of seconds > 0, not {value!r}")
     return float(value)
+
+
+def _below_agent_code(ctx: Context) -> bool:
+    """Whether this agent run was started, at any depth, by an agent's code (not by
+    the policy around the agent's model calls, as a guardrail or middleware agent is)."""
+    node = ctx.parent
+    while node is not None and node.skill.name != "agent":
+        if node.internals.get("untrusted"):
+            return True
+        node = node.parent
+    return False
 
 
 def _declares_model_calls(provider: Skill) -> bool:

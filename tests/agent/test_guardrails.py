@@ -3,6 +3,8 @@ in order; the first tripwire ends the run with status guardrail; an event per de
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_apps import AgentAppsError, ConfigError, GuardrailTripped, SkillLoadError
@@ -148,3 +150,26 @@ async def test_a_guardrail_needs_a_kind(context_manager, write_skill):
     with pytest.raises(SkillLoadError) as info:
         await run(context_manager, [{"text": "x"}], ["kindless"])
     assert str(path) in str(info.value) and "a guardrail needs 'metadata.kind': input" in str(info.value)
+
+
+async def test_agents_started_by_agent_code_keep_their_callers_guardrails(context_manager, guards, events):
+    child = {
+        "prompt": "P",
+        "name": "child",
+        "user_message": "say the forbidden word",
+        "config": {"agent": "agent-scripted", "script": [{"text": "x"}]},
+    }
+    lifted = {**child, "config": {**child["config"], "guardrails": []}}
+    turns = [
+        {"code": f"await ctx.manager.invoke('agent', {json.dumps(child)})"},
+        {"code": f"await ctx.manager.invoke('agent', {json.dumps(lifted)})"},
+        {"text": "done"},
+    ]
+    config = {**scripted(turns), "guardrails": ["no-word"]}
+    call = {"prompt": "P", "config": config, "events": "g", "allowed_tools": "agent"}
+    assert await context_manager.invoke("agent", call) == "done"
+    errors = [e["result"] for e in events if e["type"] == "tool-error"]
+    assert "GuardrailTripped: the input mentions 'forbidden'" in errors[0]
+    assert "may not set config guardrails" in errors[1]  # agent code cannot lift them
+    statuses = [e["status"] for e in events if e["type"] == "agent-error" and e["agent"] == "child"]
+    assert statuses == ["guardrail"]

@@ -260,3 +260,20 @@ async def test_redact_masks_what_bedrock_receives(context_manager):
             assert secret not in body
         assert "[REDACTED EMAIL]" in body and "password=[REDACTED SECRET]" in body
     assert "print(" in bodies[1]  # the model's own earlier code is still there, masked where it must be
+
+
+async def test_agents_started_by_agent_code_keep_their_callers_model_middleware(context_manager):
+    sent: list[str] = []
+
+    async def spy(ctx, call_next):  # inside redact: sees what leaves for the model
+        sent.append(json.dumps(ctx.args["messages"]))  # a plain callable: ctx is the model call
+        return await call_next()
+
+    spy.level = "model"
+    child = {"prompt": "P", "user_message": SECRETS, "config": {"agent": "agent-scripted", "script": [{"text": "ok"}]}}
+    turns = [{"code": f"await ctx.manager.invoke('agent', {json.dumps(child)})"}, {"text": "done"}]
+    call = {"prompt": "P", "allowed_tools": "agent", "config": scripted(turns)}
+    assert await context_manager.invoke("agent", call, middleware=["redact", spy]) == "done"
+    assert len(sent) == 3  # the parent's two calls and the child's one
+    child_call = next(s for s in sent if "[REDACTED" in s)
+    assert "AKIAIOSFODNN7EXAMPLE" not in child_call and "alice.smith@example.com" not in child_call

@@ -406,3 +406,21 @@ async def test_bad_admission_config_names_the_file(tmp_path, write_skill, skills
 async def test_bad_tool_timeout_is_refused(context_manager, tools):
     with pytest.raises(Exception, match=r"config.tool_timeout: must be a number of seconds > 0, not -1"):
         await agent(context_manager, [{"text": "hi"}], config={"tool_timeout": -1})
+
+
+async def test_agent_code_cannot_lift_the_budget_of_the_agents_it_starts(context_manager, tools):
+    events: list[dict] = []
+    context_manager.events.subscribe("l", lambda topic, e: events.append(e))
+    codes = [
+        sub_agent("kid", [{"text": "hi"}], **{key: value})
+        for key, value in (("budget", {}), ("spawn", {"max_agents": 1000}), ("priority", "critical"))
+    ]
+    turns = [{"code": codes}, {"text": "done"}]
+    assert (
+        await agent(context_manager, turns, allowed_tools="agent", events="l", config={"budget": {"tokens": 10**6}})
+        == "done"
+    )
+    errors = [e["result"] for e in events if e["type"] == "tool-error"]
+    assert len(errors) == 3
+    for error, key in zip(errors, ("budget", "spawn", "priority"), strict=True):
+        assert f"agent code may not set config {key}" in error

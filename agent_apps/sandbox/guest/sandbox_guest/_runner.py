@@ -30,7 +30,7 @@ FILENAME = "<agent>"
 _VALUE = "__agent_value__"
 #: In a batch (several pieces of code run as concurrent tasks): the task's own output
 #: and result, so ``print`` and ``ctx.manager.finish`` reach the right piece.
-_TASK = contextvars.ContextVar("agent_task", default=None)
+_TASK: contextvars.ContextVar[Any] = contextvars.ContextVar("agent_task", default=None)
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _CO_COROUTINE = inspect.CO_COROUTINE
 # Frames between the run() export and the agent's module frame when it runs in
@@ -52,7 +52,7 @@ class Runner:
         self.target: Target | None = None
         self._finished = False
         self._finish_json = "null"
-        self._batch = None  # [(code, timeout or None)] of the next run, from its setup
+        self._batch: list[tuple[str, Any]] | None = None  # [(code, timeout or None)] of the next run
         _patch_asyncio_run(self)
         _blocking.install(lambda: self._loop)
 
@@ -199,8 +199,8 @@ class Runner:
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = _TaskOutput(tasks[0].out if tasks else BoundedOutput(0))
         loop = self._loop
-        running = []
-        stopped = None
+        running: list[Any] = []
+        stopped: str | None = None
         try:
             for index, ((code, timeout), task) in enumerate(zip(batch, tasks, strict=True)):
                 filename = f"<agent {index + 1}>"
@@ -345,13 +345,13 @@ class _Task:
 
     def __init__(self, output_limit: int) -> None:
         self.out = BoundedOutput(output_limit)
-        self.future = None
-        self.ns = None
-        self.error = None
+        self.future: Any = None
+        self.ns: dict[str, Any] | None = None
+        self.error: str | None = None
         self.value_json = "null"
         self.finished = False
         self.finish_json = "null"
-        self.timed_out = None
+        self.timed_out: float | None = None
 
     def expire(self, seconds: float) -> None:
         if self.future is not None and not self.future.done():
