@@ -14,24 +14,11 @@ import pytest
 from agent_apps import ContextManager
 from agent_apps.agentskills import translate_allowed_tools
 from agent_apps.cli import main
+from agent_apps.testing.plugin import hermetic
 from agent_apps.tools.commands import simple_commands
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent-skills"
 LONG = "a-skill-name-that-goes-on-and-on-well-beyond-the-sixty-four-characters-allowed"
-
-
-def hermetic(path, tmp_path, **options):
-    """A manager over ``path`` (and the bundled skills), away from the user's files."""
-    return ContextManager(
-        search_path=[path],
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        env=False,
-        project=False,
-        user=False,
-        entry_points=False,
-        **options,
-    )
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from agent_apps import ContextManager
 
 root = Path(tempfile.mkdtemp())
 (root / "count.skill.py").write_text(
-    'frontmatter = {"params": {"type": "object"}}\\nasync def main(ctx, args):\\n    return len(args["text"].split())\\n'
+    'frontmatter = {"params": {"type": "object"}}\\n'
+    'async def main(ctx, args):\\n    return len(args["text"].split())\\n'
 )
 cm = ContextManager([root], cwd=root, home=root / "home", env=False, project=False, user=False, entry_points=False,
                     state=":memory:")
@@ -138,24 +139,13 @@ def test_the_command_line_exports_spans_as_the_otel_variables_say(tmp_path, skil
     )
     import os
 
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "AGENT_APPS_STATE": str(tmp_path / "s.db")}
-    out = subprocess.run(
-        [sys.executable, "-m", "agent_apps", "invoke", "hello", "--path", str(skills_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    def invoke(exporter: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "OTEL_TRACES_EXPORTER": exporter, "AGENT_APPS_STATE": str(tmp_path / "s.db")}
+        argv = [sys.executable, "-m", "agent_apps", "invoke", "hello", "--path", str(skills_path)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    out = invoke("console")
     assert out.returncode == 0 and out.stdout == "hi\n", out.stderr
     assert '"name": "invoke agent"' in out.stderr and '"name": "model call"' in out.stderr
-    env["OTEL_TRACES_EXPORTER"] = "zipkin"
-    bad = subprocess.run(
-        [sys.executable, "-m", "agent_apps", "invoke", "hello", "--path", str(skills_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    bad = invoke("zipkin")
     assert bad.returncode == 1 and "OTEL_TRACES_EXPORTER='zipkin'" in bad.stderr

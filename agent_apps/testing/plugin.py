@@ -19,6 +19,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,15 +52,23 @@ def write_skill(skills_path: Path) -> WriteSkill:
     return write
 
 
-@pytest.fixture
-def context_manager(skills_path: Path, tmp_path: Path) -> ContextManager:
-    """A hermetic ContextManager over :func:`skills_path` plus the bundled skills."""
+def hermetic(path: Path, tmp_path: Path, **options: Any) -> ContextManager:
+    """A ContextManager over ``path`` and the bundled skills, away from the user's files
+    (home, working directory, environment, other packages); ``options`` go to it (e.g.
+    ``middleware=[...]``)."""
     return ContextManager(
-        search_path=[skills_path],
+        search_path=[path],
         cwd=tmp_path,
         home=tmp_path / "agent-apps-home",
         env=False,
         project=False,
         user=False,
         entry_points=False,
+        **options,
     )
+
+
+@pytest.fixture
+def context_manager(skills_path: Path, tmp_path: Path) -> ContextManager:
+    """A hermetic ContextManager over :func:`skills_path` plus the bundled skills."""
+    return hermetic(skills_path, tmp_path)

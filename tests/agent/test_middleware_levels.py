@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from agent_apps import AgentAppsError, ContextManager, SkillLoadError
+from agent_apps import AgentAppsError, SkillLoadError
+from agent_apps.testing.plugin import hermetic
 
 from .providers import HARNESSES, strands_bedrock
 
@@ -79,19 +80,6 @@ def skills(write_skill):
 
 def scripted(turns, **extra):
     return {"agent": "agent-scripted", "script": turns, **extra}
-
-
-def hermetic(skills_path, tmp_path, **options) -> ContextManager:
-    return ContextManager(
-        [skills_path],
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        env=False,
-        project=False,
-        user=False,
-        entry_points=False,
-        **options,
-    )
 
 
 async def test_run_level_middleware_wraps_agent_runs_only(skills_path, tmp_path, skills):

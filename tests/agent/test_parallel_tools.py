@@ -35,7 +35,8 @@ def events(context_manager):
 
 
 def call(i: int, seconds: float = 0.3) -> str:
-    return f"r = await ctx.manager.invoke('gate', {{'i': {i}, 's': {seconds}}})\nmemory.setdefault('seen', []).append(r['i'])\nr"
+    invoke = f"r = await ctx.manager.invoke('gate', {{'i': {i}, 's': {seconds}}})"
+    return f"{invoke}\nmemory.setdefault('seen', []).append(r['i'])\nr"
 
 
 async def run(cm, harness, turns, **config):

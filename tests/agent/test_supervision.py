@@ -318,25 +318,16 @@ def test_cli_timeout_cancels_and_reports(tmp_path, skills_path, write_skill):
         "---\ndescription: Slow.\nmetadata: {model: {agent: agent-scripted, script: [{text: z, delay: 60}]}}\n---\nP\n",
     )
     env = {**os.environ, "AGENT_APPS_STATE": str(tmp_path / "state.db")}
+
+    def invoke(timeout: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "agent_apps", "invoke", "slow", "--timeout", timeout, "--path", str(skills_path)]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent_apps", "invoke", "slow", "--timeout", "0.5", "--path", str(skills_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    proc = invoke("0.5")
     assert time.monotonic() - started < 30
     assert proc.returncode == 1 and "timed out after 0.5 s" in proc.stderr, proc.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "agent_apps", "invoke", "slow", "--timeout", "-3", "--path", str(skills_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    bad = invoke("-3")
     assert bad.returncode == 2 and "--timeout: must be a number of seconds > 0, not '-3'" in bad.stderr
 
 
