@@ -75,7 +75,7 @@ _METADATA_SHAPES: dict[str, tuple[type, ...]] = {
     "returns": (dict, bool),
     "tags": (list,),
 }
-_METADATA_VALUES = {"visibility": ("hidden", "visible"), "role": ("middleware",), "category": CATEGORIES}
+_METADATA_VALUES = {"visibility": ("hidden", "visible"), "role": ("middleware", "guardrail"), "category": CATEGORIES}
 
 
 # -- allowed-tools ----------------------------------------------------------------------

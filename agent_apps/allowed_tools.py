@@ -148,6 +148,8 @@ def visible_tools(
             continue
         if allowed is not None and not any(s.matches_name(skill) for s in specs):
             continue  # (an empty allowed-tools allows nothing, as check_call says)
+        if skill.metadata.get("role") == "guardrail" or (skill.is_middleware and skill.level == "model"):
+            continue  # they judge or wrap model calls: nothing agent code can call or activate
         (middleware if skill.is_middleware else tools).append(skill)
         if skill.name in named_exact:
             named.append(skill)

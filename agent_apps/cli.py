@@ -133,14 +133,16 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     cm = _manager(args)
     skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
     call_args = _call_args(args, skill.params)
-    session = {"session": args.session} if args.session else {}
+    options: dict[str, Any] = {"session": args.session} if args.session else {}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
     if args.session:
         from .state import session_id_problem
 
         problem = session_id_problem(args.session)
         if problem:
             raise UsageError(f"--session: {problem}")
-    return _serve(cm, args, skill.name, lambda options: cm.invoke(skill, call_args, **options, **session))
+    return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -200,6 +202,9 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
         finally:
             await cm.events.drain()
 
+    from .tracing import configure_from_env
+
+    configure_from_env()  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT: spans of the run
     try:
         result = asyncio.run(run())
     except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
@@ -220,6 +225,16 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -508,6 +523,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument(
+        "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
+        "after this long"
+    )
     p.set_defaults(run=cmd_invoke)
 
     p = sub.add_parser("approve", parents=[common], help="decide on the call a run waits for (then: resume)")

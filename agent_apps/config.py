@@ -52,8 +52,22 @@ DEFAULTS: dict[str, Any] = {
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
+        # supervision (docs/supervision.md): how many agents one run may start, how deep
+        "spawn": {"max_agents": 64, "max_depth": 6},
+        "parallel_tool_calls": True,
     },
     "middleware": ["$agent"],
+    # USD per million tokens, by model id (exact, else the longest matching glob): what
+    # model.budget.cost_usd counts. Check your provider's price list; extend or override.
+    "prices": {
+        "*claude-sonnet-4*": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75},
+        "*claude-opus-4*": {"input": 15.0, "output": 75.0, "cache_read": 1.5, "cache_write": 18.75},
+        "*claude-opus-4-5*": {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25},
+        "*claude-haiku-4-5*": {"input": 1.0, "output": 5.0, "cache_read": 0.1, "cache_write": 1.25},
+        "*claude-3-5-haiku*": {"input": 0.8, "output": 4.0, "cache_read": 0.08, "cache_write": 1.0},
+        "gpt-4o*": {"input": 2.5, "output": 10.0},
+        "gpt-4o-mini*": {"input": 0.15, "output": 0.6},
+    },
 }
 
 _CONCATENATED = {"middleware"}
@@ -108,6 +122,29 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "history"): _STR,
     ("model", "workspace"): _STR,
     ("model", "middleware"): "a list of strings",
+    ("model", "budget"): _MAP,
+    ("model", "budget", "tokens"): _INT,
+    ("model", "budget", "input_tokens"): _INT,
+    ("model", "budget", "output_tokens"): _INT,
+    ("model", "budget", "turns"): _INT,
+    ("model", "budget", "cost_usd"): _NUM,
+    ("model", "budget", "deadline_s"): _NUM,
+    ("model", "spawn"): _MAP,
+    ("model", "spawn", "max_agents"): _INT,
+    ("model", "spawn", "max_depth"): _INT,
+    ("model", "priority"): _STR,
+    ("model", "parallel_tool_calls"): _BOOL,
+    ("model", "tool_timeout"): _NUM,
+    ("model", "guardrails"): "a list of strings",
+    ("prices",): _MAP,  # USD per million tokens, by model id or glob
+    ("prices", "*"): _MAP + " or null",  # null removes an entry
+    ("prices", "*", "input"): _NUM,
+    ("prices", "*", "output"): _NUM,
+    ("prices", "*", "cache_read"): _NUM,
+    ("prices", "*", "cache_write"): _NUM,
+    ("admission",): _MAP,
+    ("admission", "sandboxes"): _INT,
+    ("admission", "model_calls"): _ANY,  # an integer, or {default: N, PROVIDER: N}
     ("state",): _MAP,
     ("state", "path"): _STR,
     ("security",): _MAP,
@@ -150,13 +187,15 @@ _KNOWN: dict[tuple[str, ...], str] = {
 def config_problem(
     data: Mapping[str, Any], prefix: tuple[str, ...] = (), keys: Mapping[tuple[str, ...], str] | None = None
 ) -> tuple[tuple[str, ...], str] | None:
-    """``(key path, expected)`` for the first known key of the wrong type, else None."""
+    """``(key path, what it must be)`` for the first known key of the wrong type (``"an
+    integer >= 0, not -5"``), else None."""
     keys = _KNOWN if keys is None else keys
     for key, value in data.items():
         path = (*prefix, str(key))
         expected = expected_type(keys, path)
         if expected is not None and not _is(value, expected):
-            return path, expected
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            return path, f"{expected}{' >= 0' if expected == _INT else ''}, not {shown}"
         if isinstance(value, Mapping) and expected == _MAP:
             problem = config_problem(value, path, keys)
             if problem:

@@ -22,8 +22,10 @@ import itertools
 import threading
 from collections import ChainMap
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import tracing
 from .errors import AgentAppsError, Cancelled
 from .run_record import RunRecord
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Context", "Finish", "Manager", "Signal"]
 
 _ids = itertools.count(1)
+T = TypeVar("T")
 
 
 class Finish(BaseException):
@@ -56,10 +59,13 @@ class Signal:
     :meth:`raise_if_cancelled`; long waits can ``await signal.wait()``.
     """
 
-    __slots__ = ("_callbacks", "_children", "_lock", "_parent", "reason")
+    __slots__ = ("_callbacks", "_children", "_lock", "_parent", "error", "reason")
 
     def __init__(self, parent: Signal | None = None) -> None:
         self.reason: str | None = None
+        #: The error a cancel stands for, when it is not a plain cancel (a budget's
+        #: deadline): :meth:`guard` raises it instead of :class:`Cancelled`.
+        self.error: AgentAppsError | None = None
         self._callbacks: list[Callable[[str], None]] = []
         self._children: set[Signal] = set()
         self._lock = threading.Lock()
@@ -67,7 +73,7 @@ class Signal:
         if parent is not None:
             with parent._lock:
                 parent._children.add(self)
-                self.reason = parent.reason
+                self.reason, self.error = parent.reason, parent.error
 
     @property
     def cancelled(self) -> bool:
@@ -77,17 +83,18 @@ class Signal:
         """A signal cancelled whenever this one is (but not the other way round)."""
         return Signal(self)
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: str = "cancelled", *, error: AgentAppsError | None = None) -> None:
         with self._lock:
             if self.reason is not None:
                 return
             self.reason = reason
+            self.error = error
             callbacks, self._callbacks = self._callbacks, []
             children, self._children = list(self._children), set()
         # Children first: the innermost work hears of the cancellation before the
         # outer task is cancelled and unwinds (and detaches) the inner signals.
         for child in children:
-            child.cancel(reason)
+            child.cancel(reason, error=error)
         for callback in callbacks:
             try:
                 callback(reason)
@@ -108,6 +115,36 @@ class Signal:
     def raise_if_cancelled(self) -> None:
         if self.reason is not None:
             raise Cancelled(self.reason)
+
+    async def guard(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` in the current task, and cancel that wait when this signal
+        is cancelled (it raises :class:`Cancelled` with the reason then, or the cancel's
+        ``error``), so a cancel stops whatever the awaitable is doing even when it never
+        looks at the signal. Cancelling the awaiting task from outside cancels this
+        signal too."""
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        state = {"running": True, "requested": False}
+
+        def cancel_task(reason: str) -> None:
+            def cancel() -> None:
+                if state["running"] and task is not None:
+                    state["requested"] = True
+                    task.cancel()
+
+            loop.call_soon_threadsafe(cancel)
+
+        remove = self.add_callback(cancel_task)
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if state["requested"] and task is not None and task.uncancel() == 0:
+                raise (self.error or Cancelled(self.reason or "cancelled")) from None
+            self.cancel("cancelled")
+            raise
+        finally:
+            state["running"] = False
+            remove()
 
     async def wait(self) -> str:
         """Wait until cancelled; returns the reason."""
@@ -159,6 +196,7 @@ class Context:
         "locals",
         "parent",
         "skill",
+        "span",
         "target",
         "_next",
         "_owns_signal",
@@ -193,6 +231,8 @@ class Context:
         self._manager: Manager | None = None
         self._next: Callable[[dict[str, Any] | None], Awaitable[Any]] | None = None
         self._run: RunRecord | None = None
+        #: The invocation's OpenTelemetry span, when tracing is on (agent_apps.tracing).
+        self.span: tracing.Span | None = None
 
     @property
     def manager(self) -> Manager:
@@ -221,8 +261,21 @@ class Context:
         run's at the top (made on first use, so plain invocations mint no id)."""
         record = self._run
         if record is None:
-            record = self._run = self.parent.run if self.parent is not None else RunRecord.new()
+            if self.parent is not None:
+                record = self._run = self.parent.run
+            else:
+                record = self._run = RunRecord.new(signal=self.signal, trace_id=tracing.trace_id(self))
+                self._cm._runs[record.run_id] = record  # cm.cancel(run_id) finds it
         return record
+
+    def continue_run(self, record: RunRecord) -> None:
+        """Make this invocation part of the run ``record`` names (a scheduled run, a
+        resumed one): its id, with this invocation's cancellation token and trace, so
+        ``cm.cancel(run_id)`` finds it."""
+        trace_id = record.trace_id or tracing.trace_id(self) or record.run_id
+        self._run = replace(record, signal=record.signal or self.signal, trace_id=trace_id)
+        if self.parent is None:
+            self._cm._runs[record.run_id] = self._run
 
     @property
     def events(self) -> EventBus:
@@ -249,6 +302,8 @@ class Context:
             self.callbacks = None
         if self._owns_signal:
             self._signal.detach()  # type: ignore[union-attr]
+        if self.parent is None and self._run is not None:
+            self._cm._runs.pop(self._run.run_id, None)
 
 
 class Manager:

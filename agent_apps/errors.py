@@ -14,8 +14,10 @@ __all__ = [
     "AgentAppsError",
     "ApprovalPending",
     "ArgsInvalid",
+    "BudgetExceeded",
     "Cancelled",
     "ConfigError",
+    "GuardrailTripped",
     "LimitExceeded",
     "MiddlewareError",
     "ReplayDiverged",
@@ -148,6 +150,52 @@ class SandboxError(AgentAppsError):
 
 class LimitExceeded(AgentAppsError):
     """A configured limit was reached: depth, turns, steps, time, size."""
+
+
+class BudgetExceeded(LimitExceeded):
+    """A run tree used up its execution budget (``model.budget``: tokens, cost, turns,
+    deadline) or its spawn budget (``model.spawn``); the run ends with status
+    ``budget``. ``limit`` is the config key, ``allowed`` its value, ``used`` the amount."""
+
+    def __init__(
+        self,
+        limit: str,
+        allowed: float,
+        used: float,
+        *,
+        who: str | None = None,
+        source: str | None = None,
+        note: str = "",
+    ) -> None:
+        self.limit = limit
+        self.allowed = allowed
+        self.used = used
+        message = f"budget exceeded: {limit} = {_amount(allowed)} reached ({_amount(used)} used{note})"
+        if source and source not in ("config", "call", "defaults"):
+            message += f" [{limit} set in {source}]"
+        super().__init__(f"{who}: {message}" if who else message, skill=who)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "limit": self.limit, "allowed": self.allowed, "used": self.used}
+
+
+def _amount(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+class GuardrailTripped(AgentAppsError):
+    """A guardrail's tripwire ended the run (status ``guardrail``); the message is the
+    guardrail's reason."""
+
+    def __init__(self, guardrail: str, reason: str, *, kind: str, severity: str | None = None) -> None:
+        self.guardrail = guardrail
+        self.reason = reason
+        self.kind = kind
+        self.severity = severity
+        super().__init__(reason, skill=guardrail)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "guardrail": self.guardrail, "kind": self.kind, "severity": self.severity}
 
 
 class Cancelled(AgentAppsError):

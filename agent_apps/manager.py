@@ -16,16 +16,18 @@ from . import pipeline
 from .allowed_tools import Visible, visible_tools
 from .config import Cascade, Layer, Resolved, agent_apps_home, key_table
 from .context import Context, Signal
-from .errors import AgentAppsError, Cancelled, SkillLoadError, SkillNotFound, ToolNotAllowed
+from .errors import AgentAppsError, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
-from .middleware import MiddlewareFn, compose, expand_agent, skill_middleware
+from .middleware import MiddlewareFn, applies, compose, expand_agent, skill_middleware
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
 from .skill import Skill, is_skill_name
 from .validation import check_schemas
 
 if TYPE_CHECKING:
+    from .admission import Admission
+    from .run_record import RunRecord
     from .state import StateStore
 
 __all__ = ["ContextManager"]
@@ -86,6 +88,9 @@ class ContextManager:
         self._state: Any = state
         if state is not None and not isinstance(state, (str, os.PathLike)):
             state.db.on_open(self._subscribe_persisted)
+        #: The runs in progress (top-level invocations that made a run record), by id.
+        self._runs: dict[str, RunRecord] = {}
+        self._admission: Admission | None = None
 
     # -- the catalog -------------------------------------------------------------------
 
@@ -148,6 +153,16 @@ class ContextManager:
         from .state.subscriptions import Subscriptions
 
         self.events.sync_persisted((s.id, s.topic, s.ref) for s in Subscriptions.read(conn))
+
+    @property
+    def admission(self) -> Admission:
+        """Admission control for this manager's agent runs: live sandboxes and
+        concurrent model calls per provider (config ``admission``, docs/supervision.md)."""
+        if self._admission is None:
+            from .admission import Admission
+
+            self._admission = Admission.from_cascade(self.cascade)
+        return self._admission
 
     def reload(self) -> None:
         """Forget the catalog and every cache; the next use scans the search path again."""
@@ -263,7 +278,8 @@ class ContextManager:
         ``inline://SOURCE``, a callback ref, a :class:`Skill`, or a dict with
         frontmatter keys and a ``main`` callable. Options: ``middleware=[...]``
         (call-time middleware), ``config={...}`` (the call layer of the cascade),
-        ``signal=Signal()`` (cancel it to cancel the invocation), ``internals={...}``
+        ``signal=Signal()`` (cancel it to cancel the invocation), ``timeout=SECONDS``
+        (cancel the whole run after that long), ``internals={...}``
         (per-invocation flags), ``nonlocals={...}`` (seen by every descendant, e.g.
         ``{"agent": {"events": "my-topic"}}`` to hear every agent below).
 
@@ -272,29 +288,26 @@ class ContextManager:
         """
         signal = options.get("signal") or Signal()
         options["signal"] = signal
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        state = {"running": True, "requested": False}
-
-        def cancel_task(reason: str) -> None:
-            def cancel() -> None:
-                if state["running"] and task is not None:
-                    state["requested"] = True
-                    task.cancel()
-
-            loop.call_soon_threadsafe(cancel)
-
-        remove = signal.add_callback(cancel_task)
+        timeout = options.pop("timeout", None)
+        if timeout is None:
+            return await signal.guard(pipeline.invoke(self, ref, args, None, options))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        timer = asyncio.get_running_loop().call_later(timeout, signal.cancel, f"timed out after {timeout:g} s")
         try:
-            return await pipeline.invoke(self, ref, args, None, options)
-        except asyncio.CancelledError:
-            if state["requested"] and task is not None and task.uncancel() == 0:
-                raise Cancelled(signal.reason or "cancelled") from None
-            signal.cancel("cancelled")
-            raise
+            return await signal.guard(pipeline.invoke(self, ref, args, None, options))
         finally:
-            state["running"] = False
-            remove()
+            timer.cancel()
+
+    def cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run ``run_id`` (``ctx.run.run_id``, a run report's ``run_id``) and
+        everything in it: its agents, their model calls, sandboxes and subprocesses.
+        Returns False when no run of that id is in progress in this manager."""
+        record = self._runs.get(run_id)
+        if record is None or record.signal is None:
+            return False
+        record.signal.cancel(reason)
+        return True
 
     def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
         """:meth:`invoke` for scripts: runs its own event loop until the result is in."""
@@ -437,10 +450,13 @@ class ContextManager:
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
                 refs = expand_agent(self, skill, refs)
-                fixed = skill._cache["middleware"] = [self._middleware_fn(r, skill) for r in refs]
+                every = skill._cache["middleware_all"] = [self._middleware_fn(r, skill) for r in refs]
+                # model- and run-level middleware wrap model calls and agent runs, not this
+                fixed = skill._cache["middleware"] = [fn for fn in every if applies(fn, skill)]
         if call_middleware:
             call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
-        chain = fixed + [self._middleware_fn(r) for r in call_middleware or ()]
+        call_fns = [self._middleware_fn(r) for r in call_middleware or ()]
+        chain = fixed + [fn for fn in call_fns if applies(fn, skill)]
         if not chain:
             return None
         if not call_middleware:

@@ -39,9 +39,12 @@ __all__ = [
     "AGENT",
     "CallNext",
     "MiddlewareFn",
+    "applies",
     "check_untrusted_middleware",
     "compose",
     "expand_agent",
+    "level_of",
+    "served_middleware",
     "skill_middleware",
 ]
 
@@ -152,7 +155,32 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
             ctx._close()
 
     run_middleware.__qualname__ = run_middleware.__name__ = skill.name
+    run_middleware.level = skill.level  # type: ignore[attr-defined]
     return run_middleware
+
+
+def level_of(fn: MiddlewareFn) -> str:
+    """``tool``, ``model`` or ``run`` (a plain callable may set a ``level`` attribute)."""
+    return str(getattr(fn, "level", "tool"))
+
+
+def applies(fn: MiddlewareFn, skill: Skill) -> bool:
+    """Whether ``fn`` wraps invocations of ``skill``: tool-level middleware wraps every
+    invocation, run-level middleware only agent runs (invocations of ``agent``), and
+    model-level middleware none (it wraps the model calls of agent runs instead)."""
+    level = level_of(fn)
+    return level == "tool" or (level == "run" and skill.name == _AGENT_SKILL)
+
+
+def served_middleware(cm: ContextManager, served: Context, level: str) -> list[MiddlewareFn]:
+    """The middleware of ``level`` named for ``served`` (the invocation an agent serves:
+    a prompt skill's, or the skill that started the agent) in its own lists (plugin,
+    manager, cascade, frontmatter) and at its call: they reach the agent runs it serves."""
+    fns: list[MiddlewareFn] = list(served.skill._cache.get("middleware_all") or ())
+    call = served.internals.get("middleware")
+    if call:
+        fns += [cm._middleware_fn(ref) for ref in call if ref != AGENT]
+    return [fn for fn in fns if level_of(fn) == level]
 
 
 def _made_by(target: Context, skill: Skill) -> bool:
@@ -224,14 +252,19 @@ def _agent_middleware(cm: ContextManager) -> MiddlewareFn:
     async def agent(ctx: Context, call_next: CallNext) -> Any:
         served = ctx.target or ctx.parent or ctx
         cache = served.skill._cache
-        onion: Any = cache.get("agent_middleware")
-        if onion is None:
+        fns: Any = cache.get("agent_middleware")
+        if fns is None:
             refs = cm.config_for(served.skill).values.get("model", {}).get("middleware") or []
             fns = [cm._middleware_fn(ref) for ref in refs if ref != AGENT]
-            onion = cache["agent_middleware"] = compose(fns) if fns else False
-        if not onion:
+            fns = cache["agent_middleware"] = [fn for fn in fns if level_of(fn) != "model"]
+        # run-level middleware named for the served skill or its call wraps its agent run
+        # too (unless the agent's own onion has it already: global lists)
+        own = ctx.skill._cache.get("middleware") or ()
+        carried = [fn for fn in served_middleware(cm, served, "run") if fn not in own] if served is not ctx else []
+        chain = carried + fns
+        if not chain:
             return await call_next()
-        return await onion(ctx, lambda _ctx: call_next())
+        return await compose(chain)(ctx, lambda _ctx: call_next())
 
     agent.agent_sentinel = True  # type: ignore[attr-defined]
     return agent

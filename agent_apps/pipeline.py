@@ -27,6 +27,7 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from . import tracing
 from .allowed_tools import check_call
 from .context import Context, Finish, Signal
 from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
@@ -99,10 +100,14 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = options["config"]
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
-    if options.get("run") is not None:  # continue a run recorded before (the scheduler's, a resumed one)
-        ctx._run = options["run"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
+    if options.get("middleware"):  # agent middleware named here reaches the agent it serves
+        ctx.internals["middleware"] = options["middleware"]
+    ctx.span = tracing.start_invocation(ctx)  # None unless OpenTelemetry is set up
+    if options.get("run") is not None:  # continue a run recorded before (the scheduler's, a resumed one)
+        ctx.continue_run(options["run"])
+    error: BaseException | None = None
     try:
         # 5 and 6. The middleware onion around the skill.
         onion = cm._onion(skill, options.get("middleware"))
@@ -112,15 +117,18 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         return result
     except AgentAppsError as exc:
         _tag(exc, depth)
+        error = exc
         raise
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         # The task was cancelled (Ctrl-C, a timeout, a client's cancel): tell whoever
         # listens on this invocation's signal (threads, sandboxes, providers) before
         # the signal is detached below.
         if ctx._signal is not None:
             ctx._signal.cancel("cancelled")
+        error = exc
         raise
     finally:
+        tracing.end(ctx.span, error)
         ctx._close()
 
 

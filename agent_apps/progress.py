@@ -103,6 +103,13 @@ class ProgressPrinter:
         elif e.get("ancestor_context_id"):
             self._line(pad, self._style("31", f"✗ {e.get('agent')}: {message}"))
 
+    def _guardrail(self, e: dict[str, Any], pad: str) -> None:
+        if e.get("pass"):  # only what a guardrail objected to
+            return
+        mark = "⛔" if e.get("tripwire") else "⚠"
+        text = f"{mark} guardrail {e.get('guardrail')} ({e.get('kind')}): {e.get('reason')}"
+        self._line(pad, self._style("33", text))
+
     def _agent_complete(self, e: dict[str, Any], pad: str) -> None:
         usage = e.get("usage") or {}
         about = "~" if usage.get("estimated") else ""

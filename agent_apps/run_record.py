@@ -7,17 +7,39 @@ carries one immutable :class:`RunRecord`; plain invocations share their parent's
 each agent run makes a child record for everything below it.
 
 The record is created on first use (``ctx.run``), so an invocation that never asks pays
-nothing: no id is minted and nothing is stored for plain skill calls. Later features
-(budgets, deadlines, cancellation tokens, trace ids) extend this record rather than
-inventing a second one.
+nothing: no id is minted and nothing is stored for plain skill calls.
+
+Besides the ids, the record carries what supervises the tree (docs/supervision.md): the
+trace id, the deadline, the cancellation token (the :class:`~agent_apps.Signal` of the
+agent run, a child of its parent's, so cancelling one cancels everything below it), the
+execution budget's :class:`~agent_apps.budget.Ledger`, the spawn limits, the priority,
+and the :class:`RunTree` every record of one run shares (how many agents it started).
+The record itself never changes; the ledger and the tree are the two shared, mutable
+accounts it points to.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["RunRecord"]
+if TYPE_CHECKING:
+    from .budget import Ledger, SpawnLimits
+    from .context import Signal
+
+__all__ = ["RunRecord", "RunTree"]
+
+
+class RunTree:
+    """What the whole run shares: the number of agents started in it (the spawn budget
+    counts them)."""
+
+    __slots__ = ("agents",)
+
+    def __init__(self) -> None:
+        self.agents = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,26 +61,73 @@ class RunRecord:
     #: The agent that started the current one (``None`` for an outermost agent).
     parent: str | None = None
     depth: int = 0
+    #: The trace every span of the run belongs to (32 hex digits: the OpenTelemetry
+    #: trace id when tracing is on, else the run id).
+    trace_id: str = ""
+    #: When the current agent must be done (``time.time()`` seconds), from the
+    #: tightest ``model.budget.deadline_s`` above and at it; ``None``: no deadline.
+    deadline: float | None = None
+    #: The cancellation token: cancelling it cancels the current agent and every
+    #: invocation below it (``None`` above any agent run and before one asked).
+    signal: Signal | None = field(default=None, compare=False, repr=False)
+    #: The current agent's account in the execution budget (``None`` above any agent).
+    ledger: Ledger | None = field(default=None, compare=False, repr=False)
+    #: The spawn limits in force (the tightest of the agents above and this one).
+    spawn: SpawnLimits | None = None
+    #: Who goes first when runs wait for a sandbox or a model call.
+    priority: str = "normal"
+    tree: RunTree = field(default_factory=RunTree, compare=False, repr=False)
 
     @classmethod
-    def new(cls) -> RunRecord:
+    def new(cls, *, signal: Signal | None = None, trace_id: str | None = None) -> RunRecord:
         """The record of a new run (a top-level invocation)."""
         import uuid  # a few ms to import: only when a run is actually recorded
 
-        return cls(uuid.uuid4().hex)
+        run_id = uuid.uuid4().hex
+        return cls(run_id, trace_id=trace_id or run_id, signal=signal)
 
-    def child(self, *, session_id: str | None = None) -> RunRecord:
+    def child(
+        self,
+        *,
+        session_id: str | None = None,
+        signal: Signal | None = None,
+        ledger: Ledger | None = None,
+        spawn: SpawnLimits | None = None,
+        deadline: float | None = None,
+        priority: str | None = None,
+    ) -> RunRecord:
         """The record of an agent started inside this one's tree, with a new agent id.
 
         Sessions are not inherited: a sub-agent writes into no session unless it was
-        given one.
+        given one. The deadline is the earlier of this record's and ``deadline``; the
+        priority is this record's unless given.
         """
         agent_id = secrets.token_hex(6)
-        if self.agent_id is None:
-            return RunRecord(self.run_id, session_id, agent_id, agent_id, None, 0)
-        return RunRecord(self.run_id, session_id, agent_id, self.root, self.agent_id, self.depth + 1)
+        top = self.agent_id is None
+        if self.deadline is not None and (deadline is None or self.deadline < deadline):
+            deadline = self.deadline
+        return RunRecord(
+            self.run_id,
+            session_id,
+            agent_id,
+            agent_id if top else self.root,
+            None if top else self.agent_id,
+            0 if top else self.depth + 1,
+            trace_id=self.trace_id,
+            deadline=deadline,
+            signal=signal if signal is not None else self.signal,
+            ledger=ledger,
+            spawn=spawn if spawn is not None else self.spawn,
+            priority=priority or self.priority,
+            tree=self.tree,
+        )
 
-    def to_json(self) -> dict[str, object]:
+    @property
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (negative once past), or ``None``."""
+        return None if self.deadline is None else self.deadline - time.time()
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "session_id": self.session_id,
@@ -66,4 +135,7 @@ class RunRecord:
             "root": self.root,
             "parent": self.parent,
             "depth": self.depth,
+            "trace_id": self.trace_id,
+            "deadline": self.deadline,
+            "priority": self.priority,
         }

@@ -16,7 +16,17 @@ from typing import Any, Literal
 
 from .errors import SkillLoadError
 
-__all__ = ["CATEGORIES", "FOLDER_FILES", "NAME_PATTERN", "Skill", "SkillKind", "check_frontmatter", "is_skill_name"]
+__all__ = [
+    "CATEGORIES",
+    "FOLDER_FILES",
+    "GUARDRAIL_KINDS",
+    "LEVELS",
+    "NAME_PATTERN",
+    "Skill",
+    "SkillKind",
+    "check_frontmatter",
+    "is_skill_name",
+]
 
 #: Skill names, and the only refs agent code may use.
 NAME_PATTERN = re.compile(r"[a-z0-9-]+")
@@ -29,6 +39,10 @@ FOLDER_FILES = ("SKILL.md", "skill.md")
 
 #: The ``metadata.category`` values the permission policy knows (docs/security.md).
 CATEGORIES = ("read", "write", "admin")
+
+#: What a middleware may wrap (``metadata.level``), and a guardrail's ``metadata.kind``.
+LEVELS = ("tool", "model", "run")
+GUARDRAIL_KINDS = ("input", "output")
 
 # Keys a frontmatter may have, with the type each must be.
 _KEYS: dict[str, tuple[type, ...]] = {
@@ -101,6 +115,12 @@ class Skill:
     @property
     def is_middleware(self) -> bool:
         return self.metadata.get("role") == "middleware"
+
+    @property
+    def level(self) -> str:
+        """What a middleware wraps (``metadata.level``): ``tool`` (every invocation, the
+        default), ``model`` (each model call of an agent run) or ``run`` (agent runs)."""
+        return str(self.metadata.get("level") or "tool")
 
     @property
     def tags(self) -> list[str]:
@@ -275,8 +295,13 @@ def check_frontmatter(
         raise fail("'metadata.returns' must be a JSON Schema (a mapping)", "metadata")
     if metadata.get("visibility") not in (None, "hidden", "visible"):
         raise fail("'metadata.visibility' must be 'hidden' or 'visible'", "metadata")
-    if metadata.get("role") not in (None, "middleware"):
-        raise fail("'metadata.role' must be 'middleware' when given", "metadata")
+    role = metadata.get("role")
+    if role not in (None, "middleware", "guardrail"):
+        raise fail("'metadata.role' must be 'middleware' or 'guardrail' when given", "metadata")
+    if role == "middleware" and metadata.get("level", "tool") not in LEVELS:
+        raise fail(f"'metadata.level' of a middleware must be one of {', '.join(LEVELS)}", "metadata")
+    if role == "guardrail" and metadata.get("kind") not in GUARDRAIL_KINDS:
+        raise fail("a guardrail needs 'metadata.kind': input (before each model call) or output (after)", "metadata")
     config_keys = metadata.get("config_keys", [])
     if not isinstance(config_keys, list) or not all(isinstance(k, str) and k for k in config_keys):
         raise fail("'metadata.config_keys' must be a list of dotted config keys ('model.profile')", "metadata")

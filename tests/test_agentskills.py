@@ -14,29 +14,16 @@ import pytest
 from agent_apps import ContextManager
 from agent_apps.agentskills import translate_allowed_tools
 from agent_apps.cli import main
+from agent_apps.testing.plugin import hermetic_manager
 from agent_apps.tools.commands import simple_commands
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent-skills"
 LONG = "a-skill-name-that-goes-on-and-on-well-beyond-the-sixty-four-characters-allowed"
 
 
-def hermetic(path, tmp_path, **options):
-    """A manager over ``path`` (and the bundled skills), away from the user's files."""
-    return ContextManager(
-        search_path=[path],
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        env=False,
-        project=False,
-        user=False,
-        entry_points=False,
-        **options,
-    )
-
-
 @pytest.fixture
 def cm(tmp_path):
-    return hermetic(FIXTURE, tmp_path)
+    return hermetic_manager([FIXTURE], tmp_path)
 
 
 def test_every_folder_loads(cm):
@@ -68,7 +55,7 @@ def test_a_folder_with_both_files_uses_skill_md(tmp_path):
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\ndescription: upper\n---\nUpper.\n")
     (folder / "skill.md").write_text("---\ndescription: lower\n---\nLower.\n")
-    cm = hermetic(tmp_path / "skills", tmp_path, bundled=False)
+    cm = hermetic_manager([tmp_path / "skills"], tmp_path, bundled=False)
     assert cm.get("both").description == "upper" and cm.errors == []
 
 
@@ -166,7 +153,7 @@ def test_a_list_that_maps_to_nothing_allows_nothing(tmp_path):
     skills = tmp_path / "skills"
     (skills / "searcher").mkdir(parents=True)
     (skills / "searcher" / "SKILL.md").write_text("---\ndescription: d\nallowed-tools: WebSearch\n---\nBody.\n")
-    cm = hermetic(skills, tmp_path)
+    cm = hermetic_manager([skills], tmp_path)
     skill = cm.get("searcher")
     assert skill.allowed_tools == ""
     assert cm.visible_tools(skill.allowed_tools, caller="searcher").tools == []
@@ -251,7 +238,7 @@ async def test_a_command_constraint_holds_for_every_command_of_the_line(tmp_path
     (skills / "echoer" / "SKILL.md").write_text(
         f"---\ndescription: Echoes.\nallowed-tools: Bash(echo:*)\nmetadata:\n  model: {model}\n---\nEcho.\n"
     )
-    cm = hermetic(skills, tmp_path)
+    cm = hermetic_manager([skills], tmp_path)
     result = await cm.invoke("echoer", config={"security": {"mode": "interactive"}})
     assert result["plain"] == "hi" and result["quoted"] == "a; b"
     assert "'touch pwned' (a command of the line) is not allowed" in result["chained"]

@@ -81,11 +81,15 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
-        ("middleware: timing\n", 1, "middleware must be a list of strings"),
-        ("middleware: 5\n", 1, "middleware must be a list of strings"),
-        ("model: 5\n", 1, "model must be a mapping"),
-        ("model:\n  temperature: 0.2\n  max_turns: abc\n", 3, "model.max_turns must be an integer"),
-        ("security:\n  allowed_paths: /tmp/x\n", 2, "security.allowed_paths must be a list of strings or null"),
+        ("middleware: timing\n", 1, "middleware must be a list of strings, not 'timing'"),
+        ("middleware: 5\n", 1, "middleware must be a list of strings, not 5"),
+        ("model: 5\n", 1, "model must be a mapping, not 5"),
+        ("model:\n  temperature: 0.2\n  max_turns: abc\n", 3, "model.max_turns must be an integer >= 0, not 'abc'"),
+        (
+            "security:\n  allowed_paths: /tmp/x\n",
+            2,
+            "security.allowed_paths must be a list of strings or null, not '/tmp/x'",
+        ),
     ],
 )
 def test_known_keys_of_the_wrong_type_name_file_and_line(tmp_path, text, line, words):
@@ -136,7 +140,8 @@ def project_config(tmp_path, name, text):
         (
             "zzz: 1\n",
             1,
-            "unknown config key 'zzz'; known keys here: audit, mcp_servers, middleware, model, security, state",
+            "unknown config key 'zzz'; known keys here: "
+            "admission, audit, mcp_servers, middleware, model, prices, security, state",
         ),
     ],
 )

@@ -11,7 +11,9 @@ start       start          served skill, user message, system prompt layers, too
                            prompt window
 m.TURN      model          the model's response of that turn, as the provider acted
                            on it
-c.STEP      code           the clock base and random seed of the STEP-th code run
+c.STEP      code           the clock base and random seed of the STEP-th code run (a
+                           batch of parallel tool calls is one code run, numbered by
+                           its last call)
 h.STEP.N    call           the Nth host call of that code run: skill, args, result or
                            error (or skipped)
 t.TURN      turn           the turn's messages, stored (in the session, if any)
@@ -233,6 +235,7 @@ class AgentJournal:
         self._expected: dict[int, list[_Expected]] = {}
         self._step = 0
         self._issued = 0
+        self._answered = False  # the model call in flight was answered from the journal
 
     # -- writing -------------------------------------------------------------------------
 
@@ -279,10 +282,13 @@ class AgentJournal:
 
     async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
         entry = self.entries.get(f"m.{event.get('turn')}")
+        self._answered = entry is not None
         return {"response": entry.body["response"]} if entry is not None else None
 
     async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        if not event.get("replayed"):  # written before the provider acts on it
+        # The model's answer, or one a middleware inside gave itself (replayed: true
+        # too), not one this journal gave: written before the provider acts on it.
+        if not self._answered:
             turn = event.get("turn")
             self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
             await self.run.flush()

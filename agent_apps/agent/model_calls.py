@@ -31,10 +31,12 @@ Features plug in as :class:`ModelInterceptor` objects, layered like an onion: th
 first is the outermost. ``model-call`` goes through them first to last, each seeing the
 event as the ones before it left it, and the first ``response`` ends the round (nothing
 after it sees that call); ``model-response`` comes back last to first, so the outermost
-sees the answer the provider will act on. The journal of durable runs is the outermost
-(``durable.py``): a replayed answer meets no middleware or guardrail (they saw it, and
-changed it, the first time), and the journal records the answer as they left it.
-Interceptors that only act on live answers skip events with ``replayed: true``.
+sees the answer the provider will act on. An answer comes back only through the
+interceptors that saw its call: the one that answered it (with ``replayed: true``) and
+those before it, all of them when the model answered. The journal of durable runs is the outermost (``durable.py``):
+a replayed answer meets no middleware or guardrail (they saw it, and changed it, the
+first time), and the journal records the answer as they left it, the model's or a
+middleware's own.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class ModelCalls:
 
     def __init__(self, interceptors: Sequence[ModelInterceptor] = ()) -> None:
         self.interceptors: list[ModelInterceptor] = list(interceptors)
+        #: how many interceptors saw the last call (its answer comes back through them)
+        self._saw: int | None = None
 
     def __bool__(self) -> bool:
         return bool(self.interceptors)
@@ -114,20 +118,23 @@ class ModelCalls:
 
     async def on_call(self, event: dict[str, Any]) -> dict[str, Any]:
         directive: dict[str, Any] = {}
-        for interceptor in self.interceptors:
+        self._saw = 0
+        for index, interceptor in enumerate(self.interceptors):
             answer = await interceptor.model_call(event)
             if not answer:
                 continue
             if "response" in answer:
+                self._saw = index + 1
                 return {"response": answer["response"]}
             for key in ("messages", "system"):
                 if key in answer:
                     directive[key] = event[key] = answer[key]
+        self._saw = len(self.interceptors)
         return directive
 
     async def on_response(self, event: dict[str, Any]) -> dict[str, Any]:
         original = event.get("response")
-        for interceptor in reversed(self.interceptors):
+        for interceptor in reversed(self.interceptors[: self._saw]):
             answer = await interceptor.model_response(event)
             if answer and "response" in answer:
                 event["response"] = answer["response"]

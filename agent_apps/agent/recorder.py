@@ -67,6 +67,9 @@ class Recorder:
             "agent_id": record.agent_id,
             "parent": record.parent,
             "depth": record.depth,
+            "trace_id": record.trace_id,
+            "priority": record.priority,
+            "deadline": record.deadline,
             "name": name,
             "provider": provider,
             "model": model,
@@ -273,6 +276,8 @@ class Recorder:
         }
         if self.compaction is not None:
             report["compaction"] = self.compaction
+        if self.record.ledger is not None:  # limits, and usage with the agents below this one
+            report["budget"] = self.record.ledger.to_json()
         if final:
             report["ended_at"] = time.time()
             report["total_ms"] = round((time.perf_counter() - self._clock) * 1000, 3)

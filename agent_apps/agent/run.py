@@ -49,31 +49,40 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
+from ..admission import Gate, mark_admitted
 from ..allowed_tools import parse_specs
+from ..budget import Ledger, Supervision, supervision_config
 from ..config import call_config
 from ..errors import (
     AgentAppsError,
     ApprovalPending,
     ArgsInvalid,
+    BudgetExceeded,
     Cancelled,
+    GuardrailTripped,
     LimitExceeded,
     MiddlewareError,
     ReplayDiverged,
     ResultInvalid,
     ToolNotAllowed,
 )
+from ..middleware import AGENT, MiddlewareFn, level_of, served_middleware
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
 from ..tools import approval
 from ..tools.errors import CallSkipped
 from ..validation import schema_error, schema_problem, validate_args
 from .durable import SCOPE, AgentJournal, HostCall, RunJournal, failure, replay
+from .guardrails import guardrails_for
 from .model_calls import RESPONSE_SCHEMA, ModelCalls
+from .model_middleware import ModelMiddleware
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
 from .recorder import RETENTIONS, Recorder
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..run_record import RunRecord
     from ..tools.approval import ApprovalRequest
 
 __all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "AgentRun"]
@@ -109,6 +118,12 @@ INVOKE_RESULT: dict[str, Any] = {
 }
 
 _EXCLUDED = ("agent", "agent-execute")
+#: How long the end of a run waits for the calls its code left running to unwind.
+JOIN_GRACE = 5.0
+#: Event loop ticks without a new call after which the parallel calls of a turn run.
+SETTLE_TICKS = 3
+#: The status of a run that ended with one of these errors (others: ``error``).
+_STATUS_OF: dict[type, str] = {BudgetExceeded: "budget", GuardrailTripped: "guardrail"}
 _CONTINUE = "Continue."
 
 #: The terminal message of a run stopped at a cap, by status.
@@ -176,8 +191,12 @@ class AgentRun:
             problem = session_id_problem(session)
             if problem:
                 raise ArgsInvalid(ctx.skill.name, "session", problem)
-        self.record = ctx.run.child(session_id=session)
+        self.supervision = supervision_config(resolved, model_id=self.config.get("model_id"))
+        self.parallel = bool(self.config.get("parallel_tool_calls", True))
+        self.tool_timeout = _tool_timeout(ctx, self.config.get("tool_timeout"))
+        self.record = _child_record(ctx, self.name, self.supervision, session)
         ctx._run = self.record
+        self.ledger: Ledger = self.record.ledger  # type: ignore[assignment]
         self.recorder: Recorder | None = None
         #: Features that sit around each model call (journal, model middleware,
         #: guardrails, context layers) register here before the run starts.
@@ -187,7 +206,6 @@ class AgentRun:
         #: What stopped the run where it stood (a checkpoint for approval, a replay that
         #: diverged): every callback raises it from then on.
         self._halted: AgentAppsError | None = None
-        self._inflight: set[asyncio.Future[Any]] = set()
         self._notes: list[str] = []
 
         parent_scope = ctx.nonlocals.get("agent") or {}
@@ -210,6 +228,8 @@ class AgentRun:
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
         }
+        #: What the agents below this one's code keep (set when the run starts).
+        self._inherited = parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
         #: What callers and middleware read after the run (ctx.locals["agent"]).
@@ -226,6 +246,15 @@ class AgentRun:
         self._turn_calls = 0
         self._sandbox: Any = None
         self._code_ctx: Context | None = None
+        self._model_slot: Gate | None = None  # held while a model call is in flight
+        self._reports_model_calls = False  # the provider sends model-call events
+        self._model_middleware: ModelMiddleware | None = None
+        self._turn_span: tracing.Span | None = None
+        self._model_span: tracing.Span | None = None
+        self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
+        self._calls: set[asyncio.Task[Any]] = set()  # host calls of the code in flight
+        self._flusher: asyncio.Future[Any] | None = None  # the batch being run
+        self._turn_tool_calls: int | None = None  # tool calls in this turn's model answer, if reported
         # The model's code runs as this anonymous skill: built once per run, so its
         # schema is compiled once; its allowed-tools are the agent's.
         self._code_skill = Skill(
@@ -263,7 +292,8 @@ class AgentRun:
             return await self._run(recorder, visible)
         except BaseException as exc:
             status = self.state["status"]  # set by _run for the errors it knows
-            await recorder.finish("error" if status == "running" else status, error=exc)
+            # shielded: a second cancel of this task must not lose the run's final status
+            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=exc))
             raise
 
     async def _run(self, recorder: Recorder, visible: Any) -> Any:
@@ -283,6 +313,9 @@ class AgentRun:
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
+        ids = {f"agent_apps.{key}": value for key, value in self.scope_ids().items()}
+        tracing.annotate(ctx.span, {"agent_apps.agent": self.name, **ids})
+        deadline = self._arm_deadline()
         try:
             window: list[Any] = []
             started = self.journal.started if self.journal is not None else None
@@ -305,7 +338,12 @@ class AgentRun:
                         "window": window,
                     }
                 )
-            self._sandbox = await _acquire_sandbox(self)
+            admitted = await self.cm.admission.admit_run(self.record.priority, ctx.signal)
+            try:
+                self._sandbox = await _acquire_sandbox(self)
+            except BaseException:
+                self.cm.admission.leave_run(admitted)
+                raise
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
                 invoke_ref = ctx.manager.callback(
@@ -325,16 +363,28 @@ class AgentRun:
                 }
                 if window:  # the session's earlier messages (the neutral format), before the user's
                     call["messages"] = window
+                provider_skill = self.cm.get(provider)
+                self._reports_model_calls = _declares_model_calls(provider_skill)
+                self._sit_around_model_calls()
                 if self.model_calls:
-                    _require_model_calls(self.cm.get(provider))
+                    _require_model_calls(provider_skill)
                     call.update(self.model_calls.provider_args())
-                text = await ctx.manager.invoke(provider, call)
+                # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider
+                # even when it does not look at its signal.
+                text = await ctx.signal.guard(ctx.manager.invoke(provider, call))
                 if self._halted is not None:  # the provider carried on past a halt: it still stops
                     raise self._halted
             finally:
                 stop_sandbox()
+                self._model_call_ended()
+                if self._model_middleware is not None:
+                    self._model_middleware.abort("the run ended")
+                tracing.end(self._turn_span)
                 self.state.update(memory=self._sandbox.memory, turns=self.turn, steps=self.steps)
-                await self._sandbox.close()
+                try:  # shielded: a second cancel must not leave the sandbox or a call running
+                    await asyncio.shield(self._release())
+                finally:
+                    self.cm.admission.leave_run(admitted)
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
                     self.name, "", f"provider {provider!r} ended the run without a valid ctx.manager.finish() value"
@@ -342,16 +392,30 @@ class AgentRun:
             result = self._result(text)
         except (AgentAppsError, asyncio.CancelledError) as exc:
             halted = self._halted if isinstance(exc, AgentAppsError) else None
+            over: BudgetExceeded | None = None
             if halted is not None:  # whatever the provider made of it, the halt is what happened
                 self.state["status"] = "waiting-approval" if isinstance(halted, ApprovalPending) else "error"
                 exc = halted
+            elif isinstance(exc, (Cancelled, asyncio.CancelledError)) and self.state["status"] == "running":
+                over = self.ledger.deadline_exceeded(time.time())  # stopped at a budget deadline
+                self.state["status"] = "budget" if over is not None else "cancelled"
             elif self.state["status"] == "running":
-                self.state["status"] = "cancelled" if isinstance(exc, (Cancelled, asyncio.CancelledError)) else "error"
-            error = exc.to_json() if isinstance(exc, AgentAppsError) else {"type": "Cancelled", "message": "cancelled"}
+                self.state["status"] = _STATUS_OF.get(type(exc), "error")
+            reported = over if over is not None else exc
+            error = (
+                reported.to_json()
+                if isinstance(reported, AgentAppsError)
+                else {"type": "Cancelled", "message": "cancelled"}
+            )
             self._emit("agent-error", error=error, status=self.state["status"])
             if halted is not None:
                 raise halted from None
+            if over is not None and isinstance(exc, Cancelled):
+                raise over from exc
             raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         if self._stopped is None:
             self.state["status"] = "done"
         status = self.state["status"]
@@ -439,13 +503,56 @@ class AgentRun:
 
     async def _run_code(self, actx: Context, args: dict[str, Any]) -> dict[str, Any]:
         self._code_ctx = actx
+        if not self.parallel:
+            return (await self._run_codes([args["code"]]))[0].to_json()
+        # Parallel tool calls: the calls the provider dispatches together run as one
+        # sandbox run, each piece a task on the guest's event loop (docs/supervision.md).
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._batch.append((args["code"], future))
+        if len(self._batch) == 1:
+            self._flusher = asyncio.ensure_future(self._flush_batch())
+        return (await future).to_json()  # type: ignore[no-any-return]
+
+    async def _run_codes(self, codes: list[str]) -> list[Any]:
+        """One sandbox run of ``codes`` (one piece, or several run together). With a
+        journal it is one code run there: one clock base and seed (the recorded ones
+        when resumed) and its host calls numbered together, all journaled before the
+        model sees their outcome."""
         self._notes = []
         journal = self.journal
         clock = journal.code_run(self.steps) if journal is not None else None
-        result = await self._sandbox.run(args["code"], clock=clock)
-        if journal is not None:  # its calls are journaled before the model sees their outcome
+        if len(codes) == 1:
+            results = [await self._sandbox.run(codes[0], self._tool_limit(), clock=clock)]
+        else:
+            results = await self._sandbox.run_batch(codes, [self.tool_timeout] * len(codes), clock=clock)
+        if journal is not None:
             await journal.run.flush()
-        return result.to_json()
+        return results
+
+    def _tool_limit(self) -> float | None:
+        """Seconds one invoke call may take: ``model.tool_timeout``, at most the sandbox's."""
+        limit = self._sandbox.limits.timeout
+        return limit if self.tool_timeout is None else min(limit, self.tool_timeout)
+
+    async def _flush_batch(self) -> None:
+        """Run the calls that arrived together: wait until no more arrive (a few event
+        loop ticks; none when the model's answer had one call), then run them."""
+        idle = 0
+        while idle < SETTLE_TICKS and self._turn_tool_calls != 1:
+            size = len(self._batch)
+            await asyncio.sleep(0)
+            idle = idle + 1 if len(self._batch) == size else 0
+        batch, self._batch = self._batch, []
+        try:
+            results = await self._run_codes([code for code, _ in batch])
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
     async def _call_host(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
         """A call from guest code: a child of the agent-code invocation (untrusted), so
@@ -455,10 +562,20 @@ class AgentRun:
         With a journal, a call the journal holds is answered from it (a resumed run),
         and every call made is journaled with its outcome before the code sees it."""
         assert self._code_ctx is not None
+        mark_admitted()  # agents started below this run (which holds a sandbox) never wait for one
         if self.recorder is not None:
             self.recorder.called(name)
         if self._halted is not None:
             raise self._halted
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
+        try:
+            return await self._journaled_call(name, args, options)
+        finally:
+            self._calls.discard(task)  # type: ignore[arg-type]
+
+    async def _journaled_call(self, name: str, args: dict[str, Any] | None, options: dict[str, Any]) -> Any:
         journal = self.journal
         if journal is None:
             return await self._perform(name, args, options, None)
@@ -472,8 +589,6 @@ class AgentRun:
             if call.next:  # the served call's outcome, as the first time (it is not made again)
                 self._next_outcome = _next_outcome(entry.body)
             return replay(entry)
-        task = asyncio.current_task()
-        self._inflight.add(task)  # type: ignore[arg-type]
         try:
             result = await self._perform(name, args, options, call)
         except (ApprovalPending, ReplayDiverged) as exc:  # the run stops here; nothing happened to journal
@@ -484,8 +599,6 @@ class AgentRun:
         except Exception as exc:
             journal.record(call, failure(exc))
             raise
-        finally:
-            self._inflight.discard(task)  # type: ignore[arg-type]
         if result is _SKIPPED:
             journal.record(call, {"ok": True, "result": None, "skipped": True})
             return None
@@ -557,7 +670,7 @@ class AgentRun:
             return
         self._halted = exc
         current = asyncio.current_task()
-        others = [task for task in self._inflight if task is not current]
+        others = [task for task in self._calls if task is not current]
         if others:
             await asyncio.wait(others)
         if interrupt and self._sandbox is not None:
@@ -573,11 +686,25 @@ class AgentRun:
             provider = self.cm.get(self.provider)
         except AgentAppsError:
             return None  # the provider call will say what is wrong
-        if not _reports_model_calls(provider):
+        if not _declares_model_calls(provider):
             return None
         journal = RunJournal.of(self.ctx).agent(self.ctx, name=self.name)
         self.model_calls.interceptors.insert(0, journal)  # outermost: a replayed answer meets nothing else
         return journal
+
+    async def _release(self) -> None:
+        """The run is over: close its sandbox, and wait (briefly) for what its code's
+        calls left behind (a cancelled sub-agent recording its status, a subprocess
+        being killed), so that nothing of the run outlives it."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            await asyncio.wait([self._flusher], timeout=JOIN_GRACE)
+        await self._sandbox.close()
+        pending = [task for task in self._calls if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=JOIN_GRACE)
 
     async def _next(self, name: str, args: dict[str, Any] | None) -> Any:
         """``target.manager.next(args)`` from agent code: the served middleware's own
@@ -628,9 +755,13 @@ class AgentRun:
             await recorder.end_turn(event, directive, memory)
 
     async def _on_model_call(self, event: dict[str, Any]) -> dict[str, Any]:
-        return await self.model_calls.on_call(event)
+        directive = await self.model_calls.on_call(event)
+        if "response" not in directive:  # the model is called now
+            await self._model_call_started()
+        return directive
 
     async def _on_model_response(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
         problem = schema_problem(RESPONSE_SCHEMA, event.get("response"))
         if problem is not None:
             path, message = problem
@@ -638,15 +769,22 @@ class AgentRun:
                 f"{self.name}: provider {self.provider!r} reported a malformed model response ({path}: {message})",
                 skill=self.name,
             )
-        return await self.model_calls.on_response(event)
+        directive = await self.model_calls.on_response(event)
+        self._turn_tool_calls = len(event["response"].get("tool_calls") or ())
+        return directive
 
     async def _on_turn_start(self, event: dict[str, Any]) -> None:
         self.turn = int(event.get("turn") or self.turn + 1)
-        self._turn_text, self._turn_calls = [], 0
+        self._turn_text, self._turn_calls, self._turn_tool_calls = [], 0, None
         if self.turn > self.max_turns:  # the provider ignored the stop directive
             self.state["status"] = "max_turns"
             raise LimitExceeded(f"{self.name}: turn limit ({self.max_turns}) reached", skill=self.name)
+        self._budget(self.ledger.start_turn)
+        tracing.end(self._turn_span)
+        self._turn_span = tracing.start_span(f"turn {self.turn}", self.ctx, {"agent_apps.turn": self.turn})
         self._emit("turn-start", turn=self.turn)
+        if not self._reports_model_calls:  # the model call follows (no model-call event will say so)
+            await self._model_call_started()
 
     async def _on_message(self, event: dict[str, Any]) -> None:
         text = str(event.get("text") or "")
@@ -657,6 +795,7 @@ class AgentRun:
         self._emit("agent-message", text=str(event.get("text") or ""), delta=bool(event.get("delta")), reasoning=True)
 
     async def _on_tool_call(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
         self._turn_calls += 1
         args = event.get("args") or {}
         self._emit("tool-call", tool=event.get("tool"), code=args.get("code"), id=event.get("id"))
@@ -673,9 +812,11 @@ class AgentRun:
         self._emit("tool-error" if error else "tool-result", tool=event.get("tool"), result=text, id=event.get("id"))
 
     async def _on_turn_end(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
+        usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
         for key in ("input_tokens", "output_tokens"):
-            self.usage[key] += int((event.get("usage") or {}).get(key) or 0)
-        if (event.get("usage") or {}).get("estimated"):  # a provider that could only guess says so
+            self.usage[key] += int(usage.get(key) or 0)
+        if usage.get("estimated"):  # a provider that could only guess says so
             self.usage["estimated"] = True
         text = event.get("result")
         if text is None:
@@ -683,6 +824,11 @@ class AgentRun:
         if isinstance(text, str) and text.strip():
             self.last_text = text.strip()
         self._emit("turn-end", turn=self.turn, usage=event.get("usage"))
+        tracing.end(self._turn_span)
+        self._turn_span = None
+        price = self.supervision.price
+        self.ledger.charge(usage, price.cost(usage) if price is not None else 0.0)
+        self._budget(self.ledger.check)
         if self.finished:
             return {"stop": True, "result": self.value}
         if self.exhausted:
@@ -713,6 +859,9 @@ class AgentRun:
         return {"stop": True, "result": self._stopped}
 
     async def _on_error(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._model_call_ended()
+        if self._model_middleware is not None:
+            self._model_middleware.abort(str((event.get("error") or {}).get("message") or "error"))
         error = event.get("error") or {}
         attempt = int(event.get("attempt") or 1)
         retryable = bool(error.get("retryable")) if isinstance(error, dict) else False
@@ -725,9 +874,79 @@ class AgentRun:
     async def _on_retry(self, event: dict[str, Any]) -> None:
         self._emit("agent-error", retrying=True, attempt=event.get("attempt"), delay=event.get("delay"))
 
+    # -- supervision -----------------------------------------------------------------
+
+    def _sit_around_model_calls(self) -> None:
+        """Register this run's guardrails and model-level middleware around its model
+        calls, inside the journal: the guardrails, then the middleware onion."""
+        inherited_fns, inherited_guards = self._inherited or ([], [])
+        fns: list[MiddlewareFn] = []
+        sources = [inherited_fns, served_middleware(self.cm, self.ctx, "model")]
+        if self.served is not self.ctx:
+            sources.append(served_middleware(self.cm, self.served, "model"))
+        refs = [ref for ref in self.config.get("middleware") or () if ref != AGENT]
+        sources.append([self.cm._middleware_fn(ref) for ref in refs])
+        for fn in (fn for source in sources for fn in source):
+            if level_of(fn) == "model" and fn not in fns:
+                fns.append(fn)
+        source = self.cm.config_for(self.served.skill).sources.get("model.guardrails", "config")
+        own = self.config.get("guardrails") or []
+        refs = own if not isinstance(own, list) else [*inherited_guards, *(r for r in own if r not in inherited_guards)]
+        guards = {g.kind: g for g in guardrails_for(self, refs, source)}
+        # agents this run's code starts keep its guardrails and model-level middleware
+        self.scope["around_model_calls"] = (fns, refs)
+        self._model_middleware = ModelMiddleware(self, fns) if fns else None
+        # an onion (model_calls.py): guardrails outside the middleware, so input guardrails
+        # see the call before it changes it and output guardrails the answer after
+        around = [guards.get("input"), guards.get("output"), self._model_middleware]
+        self.model_calls.interceptors += [interceptor for interceptor in around if interceptor is not None]
+
+    def guardrail_decision(self, name: str, kind: str, turn: int, decision: dict[str, Any]) -> None:
+        """Report one guardrail decision: a ``guardrail`` event and a trace entry."""
+        fields = {"guardrail": name, "kind": kind, "turn": turn, **decision}
+        self.trace.append({"type": "guardrail", "timestamp": time.time(), **fields})
+        self._emit("guardrail", **fields)
+
+    def _budget(self, check: Any) -> None:
+        """Run a budget check; past a limit the run ends with status ``budget``."""
+        try:
+            check()
+        except BudgetExceeded:
+            self.state["status"] = "budget"
+            raise
+
+    def _arm_deadline(self) -> asyncio.TimerHandle | None:
+        """Cancel this agent's tree when its budget deadline passes."""
+        deadline = self.ledger.deadline()
+        if deadline is None:
+            return None
+        signal = self.ctx.signal
+
+        def expire() -> None:
+            over = self.ledger.deadline_exceeded(time.time() + 0.001)
+            signal.cancel(str(over) if over is not None else "deadline", error=over)
+
+        loop = asyncio.get_running_loop()
+        return loop.call_at(loop.time() + max(0.0, deadline - time.time()), expire)
+
+    async def _model_call_started(self) -> None:
+        """A model call is about to be made: wait for a slot of the provider's."""
+        if self._model_slot is None:
+            gate = self.cm.admission.model_calls(self.provider)
+            await gate.acquire(self.record.priority, self.ctx.signal)
+            self._model_slot = gate
+            self._model_span = tracing.start_span("model call", self._turn_span or self.ctx)
+
+    def _model_call_ended(self) -> None:
+        if self._model_slot is not None:
+            self._model_slot.release()
+            self._model_slot = None
+            tracing.end(self._model_span)
+            self._model_span = None
+
     # -- events ----------------------------------------------------------------------
 
-    def _emit(self, kind: str, **fields: Any) -> None:
+    def _emit(self, kind: str, /, **fields: Any) -> None:
         if self.topic:
             self.cm.events.emit(
                 self.topic,
@@ -736,10 +955,14 @@ class AgentRun:
 
     def scope_ids(self) -> dict[str, Any]:
         """The ids that place this run in the tree of nested agents."""
+        record = self.record
         return {
             "context_id": self.scope["context_id"],
             "ancestor_context_id": self.scope["ancestor_context_id"],
-            "run_id": self.record.run_id,
+            "run_id": record.run_id,
+            "agent_id": record.agent_id,
+            "parent_id": record.parent,
+            "depth": record.depth,
         }
 
 
@@ -791,14 +1014,66 @@ def _next_outcome(body: dict[str, Any]) -> tuple[bool, Any]:
     return False, AgentAppsError(f"{error.get('type')}: {error.get('message')}")
 
 
-def _reports_model_calls(provider: Skill) -> bool:
+def _child_record(ctx: Context, name: str, supervision: Supervision, session: str | None) -> RunRecord:
+    """This agent's record in the run tree, once the spawn budget allows it to start:
+    at most ``max_agents`` agents in the run and ``max_depth`` levels below the
+    outermost, each the tightest of this agent's config and its callers'."""
+    above = ctx.run
+    spawn = supervision.spawn.tighter(above.spawn)
+    depth = 0 if above.agent_id is None else above.depth + 1
+    if depth > spawn.max_depth:
+        raise BudgetExceeded(
+            "model.spawn.max_depth", spawn.max_depth, depth, who=name, note=f"; agent {name!r} would nest that deep"
+        )
+    if above.tree.agents >= spawn.max_agents:
+        raise BudgetExceeded(
+            "model.spawn.max_agents",
+            spawn.max_agents,
+            above.tree.agents,
+            who=name,
+            note=f" agents started in this run; agent {name!r} refused",
+        )
+    if above.ledger is not None:
+        above.ledger.check()  # nothing left in the tree: do not start
+    above.tree.agents += 1
+    ledger = Ledger(supervision.budget, above.ledger, name=name, started=time.time(), sources=supervision.sources)
+    return above.child(
+        session_id=session,
+        signal=ctx.signal,
+        ledger=ledger,
+        spawn=spawn,
+        deadline=ledger.deadline(),
+        priority=supervision.priority,
+    )
+
+
+def _tool_timeout(ctx: Context, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise ArgsInvalid(ctx.skill.name, "config.tool_timeout", f"must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
+def _below_agent_code(ctx: Context) -> bool:
+    """Whether this agent run was started, at any depth, by an agent's code (not by
+    the policy around the agent's model calls, as a guardrail or middleware agent is)."""
+    node = ctx.parent
+    while node is not None and node.skill.name != "agent":
+        if node.internals.get("untrusted"):
+            return True
+        node = node.parent
+    return False
+
+
+def _declares_model_calls(provider: Skill) -> bool:
     declared = provider.metadata.get("provider")
     return isinstance(declared, dict) and bool(declared.get("model_calls"))
 
 
 def _require_model_calls(provider: Skill) -> None:
     """A feature that sits around model calls needs a provider that reports them."""
-    if not _reports_model_calls(provider):
+    if not _declares_model_calls(provider):
         raise AgentAppsError(
             f"provider {provider.name!r} does not report its model calls (metadata.provider.model_calls), which "
             "this run needs (a resumed durable run, model-level middleware or guardrails); use a provider that "

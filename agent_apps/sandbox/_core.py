@@ -259,7 +259,12 @@ class Core:
 
     # -- the run (worker thread) ------------------------------------------------------------
 
-    def run(self, code: str, timeout: float, seq: int | None = None, clock: str | None = None) -> dict[str, Any]:
+    def run(
+        self, code: str, timeout: float, seq: int | None = None, clock: str | None = None, batch: str | None = None
+    ) -> dict[str, Any]:
+        """Run ``code``; with ``batch`` (JSON ``{"batch": [code, ...], "timeouts": [...]}``)
+        run those pieces as concurrent tasks instead (their results are in ``batch``).
+        ``clock`` (JSON) is the run's clock base and seed, for replayable runs."""
         if seq is not None:
             with self._cv:
                 self._run_seq = seq
@@ -281,6 +286,8 @@ class Core:
         setup, self.pending_setup = self.pending_setup, ""
         if clock is not None:  # the run's clock base and seed (JSON), for replayable runs
             setup = (setup or self.setup_json(memory=False))[:-1] + ',"clock":' + clock + "}"
+        if batch is not None:
+            setup = batch if not setup else setup[:-1] + "," + batch[1:]  # two JSON objects, one
         self._calls = 0
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
@@ -357,6 +364,13 @@ class Core:
                     self.memory_json = mem
             except ValueError:
                 pass
+        batch = env.get("batch")
+        if isinstance(batch, list):
+            env["batch"] = [self._checked(part if isinstance(part, dict) else {}) for part in batch]
+        return self._checked(env)
+
+    def _checked(self, env: dict[str, Any]) -> dict[str, Any]:
+        """One result of the guest, its fields bounded and typed."""
         out = env.get("output")
         limit = self.limits.output_kb * 1024
         if not isinstance(out, str):

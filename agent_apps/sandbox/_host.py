@@ -84,6 +84,28 @@ class Sandbox:
         ``guest/sandbox_guest/_clock.py``); without it they are the real ones."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        return (await self._run(code, timeout, None, clock))[0]
+
+    async def run_batch(
+        self,
+        codes: list[str],
+        timeouts: list[float | None] | None = None,
+        *,
+        clock: Mapping[str, Any] | None = None,
+    ) -> list[RunResult]:
+        """Run several pieces of code concurrently, as tasks on the guest's event loop
+        (one interpreter: their host calls overlap, their Python does not), each with
+        its own output, value, error, ``finish()`` and time limit (``timeouts[i]``
+        seconds); they share ``memory`` and ``clock`` (as for :meth:`run`). The run's
+        own limit is the sandbox's timeout."""
+        if not codes or not all(isinstance(code, str) for code in codes):
+            raise TypeError("codes must be a non-empty list of str")
+        batch = json.dumps({"batch": codes, "timeouts": list(timeouts or [None] * len(codes))})
+        return await self._run("", None, batch, clock, len(codes))
+
+    async def _run(
+        self, code: str, timeout: float | None, batch: str | None, clock: Mapping[str, Any] | None, count: int = 1
+    ) -> list[RunResult]:
         clock_json = None if clock is None else json.dumps({"time": float(clock["time"]), "seed": int(clock["seed"])})
         async with self._lock:
             core = self._core
@@ -100,7 +122,7 @@ class Sandbox:
             t0 = time.perf_counter()
             limit = float(timeout or self.limits.timeout)
             seq = core.next_seq()
-            core.submit(core.run, code, limit, seq, clock_json, done=done)
+            core.submit(core.run, code, limit, seq, clock_json, batch, done=done)
             # Watchdog: epoch interruption cannot reach a guest blocked inside a
             # host call (a WASI wait the guest runtime did not reroute).
             watchdog = loop.call_later(limit + WATCHDOG_GRACE, _resolve, fut, True, _STUCK)
@@ -120,7 +142,7 @@ class Sandbox:
                 core.cancel_calls()
             if outcome is _STUCK:
                 await self._replace_stuck_core()
-                return RunResult(
+                stuck = RunResult(
                     error=(
                         f"TimeoutError: the code was blocked in a system call past its time limit "
                         f"of {limit:g} s (timeout) and was stopped"
@@ -132,7 +154,13 @@ class Sandbox:
                     ),
                     duration=time.perf_counter() - t0,
                 )
-            return _result(outcome, time.perf_counter() - t0)
+                return [stuck] * count
+            duration = time.perf_counter() - t0
+            if batch is None or not isinstance(outcome, dict):
+                return [_result(outcome, duration)] * count
+            parts = [_result(part, duration) for part in outcome.get("batch") or ()][:count]
+            missing = RunResult(error="SandboxError: the sandbox runtime returned no result for this call")
+            return parts + [missing] * (count - len(parts))
 
     async def _replace_stuck_core(self) -> None:
         """Abandon a worker stuck in a host call; carry the sandbox's state to a new one."""

@@ -261,8 +261,9 @@ class ProviderSuite:
 
     @_run
     async def test_directive_deny_is_obeyed(self, manager, harness, events):
+        # one after the other: the second call is announced after the first finished the task
         turns = [{"code": ["ctx.manager.finish(1)", "print('must not run')"]}]
-        assert await self.agent(manager, harness, turns) == 1
+        assert await self.agent(manager, harness, turns, config={"parallel_tool_calls": False}) == 1
         texts = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
         assert not any("must not run" in t for t in texts)
         assert any("denied" in t for t in texts)

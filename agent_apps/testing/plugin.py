@@ -19,6 +19,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,9 +58,12 @@ def context_manager(skills_path: Path, tmp_path: Path) -> ContextManager:
     return hermetic_manager([skills_path], tmp_path)
 
 
-def hermetic_manager(search_path: Sequence[Path], tmp_path: Path, plugins: Sequence[object] = ()) -> ContextManager:
+def hermetic_manager(
+    search_path: Sequence[Path], tmp_path: Path, plugins: Sequence[object] = (), **options: Any
+) -> ContextManager:
     """A ContextManager that sees ``search_path``, ``plugins`` and the bundled skills, and
-    nothing of the user's home, the working directory or other installed packages."""
+    nothing of the user's home, the working directory, the environment or other installed
+    packages; ``options`` go to it (e.g. ``middleware=[...]``)."""
     return ContextManager(
         search_path=search_path,
         plugins=plugins,
@@ -69,4 +73,5 @@ def hermetic_manager(search_path: Sequence[Path], tmp_path: Path, plugins: Seque
         project=False,
         user=False,
         entry_points=False,
+        **options,
     )

@@ -292,6 +292,114 @@ async def test_a_sub_agent_started_by_agent_code_is_checkpointed_and_resumed_in_
     assert counted(durable.cwd) == ["outer", "inner"] and (durable.cwd / "out.txt").read_text() == "inner"
 
 
+#: Guardrails and a model-level middleware that log each time they run (in a file, so
+#: every process's runs are counted); the middleware marks the model's text.
+AROUND_MODEL_CALLS = {
+    "log-input": """
+        from pathlib import Path
+        frontmatter = {"metadata": {"role": "guardrail", "kind": "input"}}
+        async def main(ctx, args):
+            with (Path(ctx.manager.context_manager.cwd) / "around.log").open("a") as fh:
+                fh.write(f"input {ctx.target.args['turn']}\\n")
+            return {"pass": True}
+    """,
+    "log-output": """
+        from pathlib import Path
+        frontmatter = {"metadata": {"role": "guardrail", "kind": "output"}}
+        async def main(ctx, args):
+            text = ctx.target.args["response"].get("text", "")
+            with (Path(ctx.manager.context_manager.cwd) / "around.log").open("a") as fh:
+                fh.write(f"output {ctx.target.args['turn']} {text}\\n")
+            return {"pass": True}
+    """,
+    "mark": """
+        from pathlib import Path
+        frontmatter = {"metadata": {"role": "middleware", "level": "model"}}
+        async def main(ctx, args):
+            response = await ctx.manager.next()
+            with (Path(ctx.manager.context_manager.cwd) / "around.log").open("a") as fh:
+                fh.write(f"mark {ctx.target.args['turn']}\\n")
+            return {**response, "text": response.get("text", "") + " [marked]"}
+    """,
+}
+
+
+async def test_a_resume_sends_replayed_turns_through_no_guardrail_or_model_middleware(durable, write_skill):
+    for name, source in AROUND_MODEL_CALLS.items():
+        write_skill(name, source)
+    config = {**ASK_WRITE, "model": {"guardrails": ["log-input", "log-output"], "middleware": ["mark"]}}
+    with pytest.raises(ApprovalPending) as info:
+        await run_agent(durable, TURNS, config=config)
+    run_id = info.value.run_id
+    log = durable.cwd / "around.log"
+    first = log.read_text().splitlines()
+    # the output guardrail judges the answer as the middleware left it
+    assert first == [
+        "input 1", "mark 1", "output 1 Counting first. [marked]", "input 2", "mark 2", "output 2 Writing. [marked]"
+    ]  # fmt: skip
+    journaled = {e.key: e.body for e in durable.state.journal.entries(run_id)}
+    assert journaled["m.1"]["response"]["text"] == "Counting first. [marked]"  # as the middleware left it
+
+    other = fresh(durable)
+    other.approve(run_id)
+    assert await other.resume(run_id, config=config) == "Done. [marked]"  # marked once, not twice
+    # turns 1 and 2 came from the journal: no guardrail decided, no middleware ran again
+    assert log.read_text().splitlines() == [*first, "input 3", "mark 3", "output 3 Done. [marked]"]
+    assert live_turns(other, run_id) == [1, 2, 3]
+    decisions = [
+        (event["kind"], event["turn"])
+        for agent in other.state.runs.agents(run_id)
+        for event in agent.trace or ()
+        if event["type"] == "guardrail"
+    ]
+    assert decisions == [("input", 1), ("output", 1), ("input", 2), ("output", 2), ("input", 3), ("output", 3)]
+    assert (durable.cwd / "out.txt").read_text() == "hello\n" and len(counted(durable.cwd)) == 2
+
+
+async def test_a_model_middleware_that_answers_itself_is_journaled_and_judged(durable, write_skill):
+    write_skill("log-output", AROUND_MODEL_CALLS["log-output"])
+    write_skill(
+        "canned",
+        """
+        frontmatter = {"metadata": {"role": "middleware", "level": "model"}}
+        async def main(ctx, args):
+            if ctx.target.args["turn"] == 1:  # answers the first call itself, the model is not asked
+                return {"text": "Canned.", "tool_calls": [], "usage": {}, "stop_reason": "end_turn"}
+            return await ctx.manager.next()
+        """,
+    )
+    config = {"model": {"guardrails": ["log-output"], "middleware": ["canned"]}}
+    assert await run_agent(durable, [{"text": "never asked"}], config=config) == "Canned."
+    (run,) = durable.state.runs.list()
+    journaled = {e.key: e.body for e in durable.state.journal.entries(run.id)}
+    assert journaled["m.1"]["response"]["text"] == "Canned."
+    assert (durable.cwd / "around.log").read_text().splitlines() == ["output 1 Canned."]
+
+
+async def test_parallel_calls_replay_with_their_journaled_clock(durable):
+    # two calls in one answer run as one batch; their tags read the sandbox's clock and
+    # randomness, so a batch resumed without the journaled clock and seed would diverge
+    tag = "f'{random.random()}|{time.time()}'"
+    turns = [
+        {"text": "Two at once.", "code": [
+            f"import random, time\nprint(await ctx.manager.invoke('counter', {{'tag': 'a' + {tag}}}))",
+            f"import random, time\nprint(await ctx.manager.invoke('counter', {{'tag': 'b' + {tag}}}))",
+        ]},
+        {"text": "Writing.", "code": "await ctx.manager.invoke('file-write', {'path': 'out.txt', 'content': 'x'})"},
+        {"text": "Done."},
+    ]  # fmt: skip
+    with pytest.raises(ApprovalPending) as info:
+        await run_agent(durable, turns)
+    before = counted(durable.cwd)
+    assert sorted(tag[0] for tag in before) == ["a", "b"]
+    journaled = [e.key for e in durable.state.journal.entries(info.value.run_id)]
+    assert journaled.count("c.2") == 1 and "c.1" not in journaled  # one code run for the batch
+    other = fresh(durable)
+    other.approve(info.value.run_id)
+    assert await other.resume(info.value.run_id) == "Done."
+    assert counted(durable.cwd) == before and (durable.cwd / "out.txt").read_text() == "x"
+
+
 @pytest.mark.skipif("agent-strands" not in HARNESSES, reason="needs the strands extra")
 async def test_a_run_that_failed_at_the_model_is_retried_from_its_journal(durable):
     from agent_apps.testing.conformance import strands_bedrock

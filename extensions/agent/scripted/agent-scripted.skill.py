@@ -92,19 +92,24 @@ async def main(ctx, args):
             await hook({"type": "message", "text": text})
         calls = response.get("tool_calls") or []
         conversation.append({"role": "assistant", "text": text, "tool_calls": calls})
-        for call in calls:
+        parallel = config.get("parallel_tool_calls", True) and len(calls) > 1
+        # In parallel, the calls are announced in order, run together, and their results
+        # reported and kept in call order; else each runs after the one before.
+        for batch in [calls] if parallel else [[call] for call in calls]:
             ctx.signal.raise_if_cancelled()
-            directive = await hook({"type": "tool-call", "tool": call["name"], "args": call["input"], "id": call["id"]})
-            if directive.get("deny"):
-                result = {"text": f"Tool call denied: {directive['deny']}", "error": True}
-            else:
-                result = await ctx.manager.invoke(invoke_ref, {"code": call["input"].get("code", "")})
-            event = {"type": "tool-result", "tool": call["name"], "args": call["input"], "result": result}
-            await hook({**event, "id": call["id"]})
-            conversation.append(
-                {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "text": result.get("text", ""),
-                 "error": bool(result.get("error"))}
-            )
+            directives = [
+                await hook({"type": "tool-call", "tool": call["name"], "args": call["input"], "id": call["id"]})
+                for call in batch
+            ]
+            pairs = zip(batch, directives, strict=True)
+            results = await asyncio.gather(*(_run_tool(ctx, invoke_ref, call, directive) for call, directive in pairs))
+            for call, result in zip(batch, results, strict=True):
+                event = {"type": "tool-result", "tool": call["name"], "args": call["input"], "result": result}
+                await hook({**event, "id": call["id"]})
+                conversation.append(
+                    {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "text": result.get("text", ""),
+                     "error": bool(result.get("error"))}
+                )
         if config.get("context_edit"):
             await _edit_context(hook, conversation, int(config.get("context_keep", 6)))
         end = {"type": "turn-end", "turn": turn, "result": text, "usage": response.get("usage"), "latency_ms": latency}
@@ -117,6 +122,12 @@ async def main(ctx, args):
             continue
         if not calls:  # no directive: a turn without tool calls ends the run
             return text
+
+
+async def _run_tool(ctx, invoke_ref, call, directive):
+    if directive.get("deny"):
+        return {"text": f"Tool call denied: {directive['deny']}", "error": True}
+    return await ctx.manager.invoke(invoke_ref, {"code": call["input"].get("code", "")})
 
 
 class _Model:

@@ -46,7 +46,8 @@ from strands.hooks import (
     HookProvider,
     HookRegistry,
 )
-from strands.tools.executors import SequentialToolExecutor
+from strands.tools.executors import ConcurrentToolExecutor
+from strands.tools.executors import SequentialToolExecutor as Sequential
 from strands.types.tools import AgentTool
 
 from agent_apps.agent.prompt import INVOKE_TOOL
@@ -116,7 +117,9 @@ class Session(HookProvider):
             callback_handler=None,
             hooks=[self],
             retry_strategy=None,  # retries go through the hook: the agent policy decides
-            tool_executor=SequentialToolExecutor(),  # calls run in order, each sees the last
+            # parallel_tool_calls (default on): the calls of one answer run together (their
+            # results go back in call order); off: in order, each after the last
+            tool_executor=ConcurrentToolExecutor() if config.get("parallel_tool_calls", True) else Sequential(),
             # the conversation is kept verbatim; only context_edit elides old tool results
             conversation_manager=NullConversationManager(),
             messages=self.preloaded,

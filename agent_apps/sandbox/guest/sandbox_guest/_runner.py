@@ -11,6 +11,7 @@ re-seed a fresh instance if this one has to be replaced.
 import ast
 import asyncio
 import builtins
+import contextvars
 import inspect
 import linecache
 import re
@@ -27,6 +28,9 @@ from ._output import BoundedOutput
 
 FILENAME = "<agent>"
 _VALUE = "__agent_value__"
+#: In a batch (several pieces of code run as concurrent tasks): the task's own output
+#: and result, so ``print`` and ``ctx.manager.finish`` reach the right piece.
+_TASK: contextvars.ContextVar[Any] = contextvars.ContextVar("agent_task", default=None)
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _CO_COROUTINE = inspect.CO_COROUTINE
 # Frames between the run() export and the agent's module frame when it runs in
@@ -48,6 +52,7 @@ class Runner:
         self.target: Target | None = None
         self._finished = False
         self._finish_json = "null"
+        self._batch: list[tuple[str, Any]] | None = None  # [(code, timeout or None)] of the next run
         _patch_asyncio_run(self)
         _blocking.install(lambda: self._loop)
         _clock.install()
@@ -70,6 +75,10 @@ class Runner:
         self.max_recursion = int(limits.get("recursion", self.max_recursion))
         self.max_payload = int(limits.get("payload", self.max_payload))
         _clock.set_clock(cfg.get("clock"))
+        batch = cfg.get("batch")
+        if isinstance(batch, list):
+            timeouts = cfg.get("timeouts") or []
+            self._batch = [(str(code), timeouts[i] if i < len(timeouts) else None) for i, code in enumerate(batch)]
         if "memory" in cfg:
             seed = cfg["memory"]
             self.memory = seed if isinstance(seed, dict) else {}
@@ -99,6 +108,10 @@ class Runner:
                 f"ctx.manager.finish() value is too large: {len(encoded) // 1024} KB "
                 f"> {self.max_payload // 1024} KB (max_payload_kb)"
             )
+        task = _TASK.get()
+        if task is not None:
+            task.finished, task.finish_json = True, encoded
+            raise Finish()
         self._finished = True
         self._finish_json = encoded
         raise Finish()
@@ -108,6 +121,9 @@ class Runner:
     def run(self, code: str, setup: str) -> str:
         if setup:
             self._setup(setup)
+        if self._batch is not None:
+            batch, self._batch = self._batch, None
+            return self._run_batch(batch)
         out = BoundedOutput(self.output_limit)
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = out
@@ -124,15 +140,7 @@ class Runner:
             except (SyntaxError, ValueError) as e:
                 error = _format_error(e)
             else:
-                ns = {
-                    "__name__": "__main__",
-                    "__builtins__": builtins,
-                    "ctx": self._ctx,
-                    "memory": self.memory,
-                    "target": self.target,
-                    "asyncio": asyncio,
-                    "HostError": HostError,
-                }
+                ns = self._namespace()
                 sys.setrecursionlimit(_depth() + _LOOP_FRAMES + self.max_recursion)
                 try:
                     value_json = self._encode_value(self._execute(parts, ns))
@@ -184,6 +192,69 @@ class Runner:
             + ',"memory":' + _dumps(snapshot)
             + "}"
         )
+
+    def _run_batch(self, batch) -> str:
+        """Run several pieces of code as concurrent tasks on this runtime's event loop
+        (the calls one model turn makes at once): each has its own output, value, error
+        and ``finish()``, and its own time limit; they share ``memory``."""
+        tasks = [_Task(self.output_limit) for _ in batch]
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = _TaskOutput(tasks[0].out if tasks else BoundedOutput(0))
+        loop = self._loop
+        running: list[Any] = []
+        stopped: str | None = None
+        try:
+            for index, ((code, timeout), task) in enumerate(zip(batch, tasks, strict=True)):
+                filename = f"<agent {index + 1}>"
+                linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+                try:
+                    parts = _compile(code, filename)
+                except (SyntaxError, ValueError) as e:
+                    task.error = _format_error(e)
+                    continue
+                ns = self._namespace()
+                context = contextvars.copy_context()
+                context.run(_TASK.set, task)
+                task.future = loop.create_task(_main(parts, ns), context=context)
+                task.ns = ns
+                if timeout:
+                    loop.call_later(float(timeout), task.expire, float(timeout))
+                running.append(task.future)
+            sys.setrecursionlimit(_depth() + _LOOP_FRAMES + self.max_recursion)
+            if running:
+                try:
+                    self.run_awaitable(asyncio.gather(*running, return_exceptions=True))
+                except (HostStop, Deadlock) as e:
+                    stopped = str(e) if isinstance(e, HostStop) else f"RuntimeError: {e}"
+                    self._loop = GuestLoop()
+                    asyncio.set_event_loop(self._loop)
+        finally:
+            sys.stdout, sys.stderr = saved
+        for task in tasks:
+            task.settle(self, stopped)
+            rebound = task.ns.get("memory") if task.ns is not None else None
+            if isinstance(rebound, dict) and rebound is not self.memory:
+                self.memory = rebound
+        snapshot, memory_note = self._snapshot()
+        if memory_note and tasks:
+            tasks[-1].out.write("\n" + memory_note)
+        if snapshot == self._last_snapshot:
+            snapshot = None
+        else:
+            self._last_snapshot = snapshot
+        results = ",".join(task.envelope() for task in tasks)
+        return '{"batch":[' + results + '],"memory":' + _dumps(snapshot) + "}"
+
+    def _namespace(self):
+        return {
+            "__name__": "__main__",
+            "__builtins__": builtins,
+            "ctx": self._ctx,
+            "memory": self.memory,
+            "target": self.target,
+            "asyncio": asyncio,
+            "HostError": HostError,
+        }
 
     def _execute(self, parts, ns):
         if not any(code.co_flags & _CO_COROUTINE for code, _ in parts):
@@ -271,6 +342,76 @@ class Runner:
         return _dumps(kept), note
 
 
+class _Task:
+    """One piece of code of a batch: its output and what it ended with."""
+
+    def __init__(self, output_limit: int) -> None:
+        self.out = BoundedOutput(output_limit)
+        self.future: Any = None
+        self.ns: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.value_json = "null"
+        self.finished = False
+        self.finish_json = "null"
+        self.timed_out: float | None = None
+
+    def expire(self, seconds: float) -> None:
+        if self.future is not None and not self.future.done():
+            self.timed_out = seconds
+            self.future.cancel()
+
+    def settle(self, runner: Runner, stopped) -> None:
+        future = self.future
+        if self.error is not None or future is None:
+            return
+        if stopped is not None and not future.done():
+            self.error = stopped
+        elif self.timed_out is not None:
+            self.error = (
+                f"TimeoutError: this call ran longer than its time limit of {self.timed_out:g} s "
+                "(tool_timeout) and was stopped"
+            )
+        elif future.cancelled():
+            self.error = "CancelledError: the call was cancelled"
+        elif isinstance(future.exception(), Finish):
+            pass
+        elif future.exception() is not None:
+            self.error = _format_error(future.exception())
+        else:
+            try:
+                self.value_json = runner._encode_value(future.result())
+            except BaseException as e:
+                self.error = _format_error(e)
+        if self.finished:
+            self.error = None
+
+    def envelope(self) -> str:
+        return (
+            '{"value":' + (self.finish_json if self.finished else self.value_json)
+            + ',"finished":' + ("true" if self.finished else "false")
+            + ',"output":' + _dumps(self.out.getvalue())
+            + ',"error":' + _dumps(self.error)
+            + "}"
+        )
+
+
+class _TaskOutput:
+    """``sys.stdout`` during a batch: writes go to the output of the task writing."""
+
+    def __init__(self, default: BoundedOutput) -> None:
+        self._default = default
+
+    def write(self, s) -> int:
+        task = _TASK.get()
+        return (task.out if task is not None else self._default).write(s)
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+
 async def _main(parts, ns):
     value = None
     for code, mode in parts:
@@ -290,7 +431,7 @@ _BLOCK = re.compile(r"(?:async\s+)?(?:for|while|if|elif|else|with|def|class|try|
 _SIMPLE = re.compile(r"(?:import|from|return|pass|raise|del|assert|global|nonlocal|break|continue)\b")
 
 
-def _compile(code: str):
+def _compile(code: str, filename: str = FILENAME):
     """Compile agent code into parts [(code object, mode)], mode "stmt", "expr" or "assigned".
 
     The value of a last bare expression is wanted, which needs to know where the
@@ -306,36 +447,36 @@ def _compile(code: str):
     while j >= 0 and (not lines[j].strip() or lines[j][0] in " \t#\f"):
         j -= 1
     if j < 0:
-        return [(compile(code, FILENAME, "exec", flags=_FLAGS), "stmt")]
+        return [(compile(code, filename, "exec", flags=_FLAGS), "stmt")]
     first = lines[j]
     if _SIMPLE.match(first) or _BLOCK.match(first.rstrip("\r\n")):
         try:
-            return [(compile(code, FILENAME, "exec", flags=_FLAGS), "stmt")]
+            return [(compile(code, filename, "exec", flags=_FLAGS), "stmt")]
         except SyntaxError:
             pass
     else:
         try:
-            last = compile("\n" * j + "".join(lines[j:]), FILENAME, "eval", flags=_FLAGS)
+            last = compile("\n" * j + "".join(lines[j:]), filename, "eval", flags=_FLAGS)
             if j == 0:
                 return [(last, "expr")]
-            body = compile("".join(lines[:j]), FILENAME, "exec", flags=_FLAGS)
+            body = compile("".join(lines[:j]), filename, "exec", flags=_FLAGS)
             return [(body, "stmt"), (last, "expr")]
         except SyntaxError:
             pass
-    return _compile_ast(code)
+    return _compile_ast(code, filename)
 
 
-def _compile_ast(code: str):
+def _compile_ast(code: str, filename: str = FILENAME):
     """The general path: a last bare expression becomes an assignment to _VALUE
     (same line numbers, so tracebacks still point at the agent's line)."""
-    tree = ast.parse(code, FILENAME, "exec")
+    tree = ast.parse(code, filename, "exec")
     has_value = bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
     if has_value:
         expr = tree.body[-1]
         assert isinstance(expr, ast.Expr)
         target = ast.Name(_VALUE, ast.Store())
         tree.body[-1] = ast.copy_location(ast.Assign([ast.copy_location(target, expr)], expr.value), expr)
-    return [(compile(tree, FILENAME, "exec", flags=_FLAGS), "assigned" if has_value else "stmt")]
+    return [(compile(tree, filename, "exec", flags=_FLAGS), "assigned" if has_value else "stmt")]
 
 
 def _depth() -> int:
@@ -351,7 +492,7 @@ def _trim(te, seen) -> None:
     if te is None or id(te) in seen:
         return
     seen.add(id(te))
-    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == FILENAME])
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename.startswith("<agent")])
     _trim(te.__cause__, seen)
     _trim(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():

@@ -1,0 +1,94 @@
+"""Many agent runs at once: admission keeps memory bounded, and no run sees another's data.
+
+    python benchmarks/bench_supervision.py [RUNS] [--sandboxes N]
+
+Starts RUNS (default 2,000) scripted agent runs concurrently on one ContextManager.
+Each run has two model turns and makes five host calls (a skill that echoes its args
+back) from its code, with data of its own: its number is seeded into its memory, sent
+in every call, and checked in what comes back and in the result. Admission control
+(``admission.sandboxes``) bounds how many hold a live sandbox at once; the rest wait
+in line. Prints the wall time, the latency of a run from its start to its result
+(p50, p99, waiting included), the peak of live sandboxes and the peak RSS of the
+process. A run that sees another's data fails the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agent_apps import ContextManager
+
+ECHO = """frontmatter = {"params": {"type": "object"}}
+async def main(ctx, args):
+    return args
+"""
+TURN_1 = """
+replies = await asyncio.gather(*[ctx.manager.invoke("echo", {"run": memory["n"], "call": i}) for i in range(5)])
+assert all(r == {"run": memory["n"], "call": i} for i, r in enumerate(replies)), replies
+memory["calls"] = len(replies)
+"""
+TURN_2 = 'ctx.manager.finish({"run": memory["n"], "calls": memory["calls"]})'
+SCRIPT = [{"text": "calling", "code": TURN_1}, {"text": "done", "code": TURN_2}]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+
+
+async def one(cm: ContextManager, n: int) -> float:
+    start = time.perf_counter()
+    result = await cm.invoke(
+        "agent",
+        {"prompt": "bench", "memory": {"n": n}, "config": {"agent": "agent-scripted", "script": SCRIPT}},
+    )
+    if result != {"run": n, "calls": 5}:
+        raise AssertionError(f"run {n} got {result!r}: cross-talk or a lost call")
+    return time.perf_counter() - start
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs", type=int, nargs="?", default=2000)
+    parser.add_argument("--sandboxes", type=int, default=None, help="admission.sandboxes (default: the bundled one)")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "skills").mkdir()
+        (root / "skills" / "echo.skill.py").write_text(ECHO)
+        if options.sandboxes:
+            (root / "agent-apps.yaml").write_text(f"admission: {{sandboxes: {options.sandboxes}}}\n")
+        cm = ContextManager(
+            [root / "skills"],
+            cwd=root,
+            home=root / "home",
+            env=False,
+            user=False,
+            entry_points=False,
+            state=root / "state.db",
+        )
+        await one(cm, -1)  # load the sandbox component, open the store
+        rss_before = peak_rss_mb()
+        start = time.perf_counter()
+        latencies = await asyncio.gather(*(one(cm, n) for n in range(options.runs)))
+        wall = time.perf_counter() - start
+        gate = cm.admission.sandboxes
+        cm.state.close()
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"{options.runs} concurrent agent runs (2 turns, 5 host calls each), admission.sandboxes = {gate.size}")
+    print(f"  wall time          {wall:8.2f} s   ({options.runs / wall:.0f} runs/s)")
+    print(f"  run latency p50    {statistics.median(latencies) * 1000:8.0f} ms (waiting for a sandbox included)")
+    print(f"  run latency p99    {p99 * 1000:8.0f} ms")
+    print(f"  live sandboxes     {gate.peak:8d} at most")
+    print(f"  peak RSS           {peak_rss_mb():8.0f} MB (after one warm-up run: {rss_before:.0f} MB)")
+    print("  cross-talk         none (every run got its own data back)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
