@@ -1,5 +1,5 @@
-"""The state store: sessions, runs and (later) journals and schedules, in one embedded
-SQLite database that needs no server.
+"""The state store: sessions, runs, the memory index and (later) journals and schedules,
+in one embedded SQLite database that needs no server.
 
 ::
 
@@ -7,6 +7,7 @@ SQLite database that needs no server.
     store.sessions.list()
     store.sessions.history("s1").messages()    # the neutral messages after the last compaction
     store.runs.list(session="s1")
+    store.memory.search(["ws/MEMORY.md"], "units")  # the chunks that match best (BM25)
 
 Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
 else the config key ``state.path`` (a relative path is relative to the config file that
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._db import MEMORY, Database
 from .errors import AlreadyExists, NotFound, SnapshotInvalid, StateError
+from .memory import Hit, MemoryIndex
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .sessions import SessionInfo, Sessions, session_id_problem
@@ -36,6 +38,8 @@ __all__ = [
     "AlreadyExists",
     "Entry",
     "History",
+    "Hit",
+    "MemoryIndex",
     "Message",
     "NotFound",
     "RunInfo",
@@ -59,6 +63,7 @@ class StateStore:
         self.db = Database(path)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db)
+        self.memory = MemoryIndex(self.db)
 
     @property
     def path(self) -> str:
