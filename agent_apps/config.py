@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
         "retention": "permanent",
         "context_window": 200_000,
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
+        # the system prompt's context (docs/context.md)
+        "context": {"memory_chunks": 5, "retriever": "memory-search", "file_chars": 8000},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
     },
@@ -87,6 +89,13 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "compaction", "model"): _MAP,
     ("model", "history"): _STR,
     ("model", "workspace"): _STR,
+    ("model", "context"): _MAP,
+    ("model", "context", "rules"): _STR,
+    ("model", "context", "sensitive_data"): _STR,
+    ("model", "context", "memory_chunks"): _INT,
+    ("model", "context", "retriever"): _STR,
+    ("model", "context", "file_chars"): _INT,
+    ("model", "prompt_cache"): _BOOL,
     ("model", "middleware"): "a list of strings",
     ("state",): _MAP,
     ("state", "path"): _STR,

@@ -57,8 +57,9 @@ from ..errors import (
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
 from ..validation import schema_problem, validate_args
-from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
+from .prompt import INVOKE_TOOL, cap, returns_reminder
 from .recorder import RETENTIONS, Recorder
+from .workspace import resolve_workspace
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -127,6 +128,10 @@ class AgentRun:
         call = call_config(ctx, {"model": dict(args.get("config") or {})})
         resolved = self.cm.config_for(self.served.skill, call)
         self.config: dict[str, Any] = resolved.values["model"]
+        #: ``model.workspace`` as an absolute folder (docs/context.md), or None.
+        self.workspace = resolve_workspace(self.cm, self.served.skill, call)
+        if self.workspace is not None:
+            self.config["workspace"] = str(self.workspace)
         self.returns = args.get("returns")
         self.persistent = bool(self.config.get("persistent"))
         if self.persistent and self.returns is not None:
@@ -181,6 +186,11 @@ class AgentRun:
             "exclude": self.exclude,
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
+            # its workspace (memory-search), the guidance it loaded and their folders
+            "workspace": str(self.workspace) if self.workspace is not None else None,
+            "loaded_skills": [],
+            "loaded_folders": [],
+            "retention": self.retention,
         }
         self.trace: list[dict[str, Any]] = []
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -234,22 +244,27 @@ class AgentRun:
             raise
 
     async def _run(self, recorder: Recorder, visible: Any) -> Any:
+        from .assembly import assemble
+
         ctx, served, provider = self.ctx, self.served, self.provider
-        serving = self.serving
-        system = system_prompt(
-            self.prompt,
-            visible,
-            returns=self.returns,
-            memory_keys=list(self.memory_seed),
-            skill_dir=self.skill_dir,
-            serving=(serving.skill, serving.args) if serving is not None else None,
-        )
-        recorder.set_system(system)
         served.nonlocals["agent"] = self.scope
+        context = await assemble(self, visible)
+        system = context.composed.text
+        if self.allowed_tools is not None and any(s.guidance for s in visible.tools):
+            # guidance it may see, it may load
+            self._code_skill.allowed_tools = f"{self.allowed_tools} load-skills"
+        recorder.set_system(system)
         self.state.update(run_id=self.record.run_id, agent_id=self.record.agent_id, retention=self.retention)
+        self.state["context"] = recorder.report["context"] = context.describe()
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
-        self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
+        self._emit(
+            "agent-start",
+            provider=provider,
+            mode=visible.mode,
+            tools=[s.name for s in visible.tools],
+            **({"warnings": context.warnings} if context.warnings else {}),
+        )
         try:
             window: list[Any] = []
             if self.record.session_id is not None:
@@ -264,7 +279,7 @@ class AgentRun:
                     description=INVOKE_TOOL["description"],
                 )
                 hook_ref = ctx.manager.callback(self.hook, name="agent-hook", params=HOOK_PARAMS)
-                call = {
+                call: dict[str, Any] = {
                     "prompt": system,
                     "config": self.config,
                     "invoke_ref": invoke_ref,
@@ -274,6 +289,8 @@ class AgentRun:
                 }
                 if window:  # the session's earlier messages (the neutral format), before the user's
                     call["messages"] = window
+                if _declares(self.cm, provider, "stable_prefix"):  # where a prompt cache may end
+                    call["stable_prefix"] = context.composed.stable_prefix
                 text = await ctx.manager.invoke(provider, call)
             finally:
                 stop_sandbox()
@@ -568,6 +585,14 @@ def _check_untrusted_call(ctx: Context, args: Mapping[str, Any]) -> None:
             name, ctx.skill.name, "agent code may start a sub-agent only with its own allowed-tools, unless its "
             "allowed-tools says which, as in agent(allowed_tools=file-*)"
         )
+
+
+def _declares(cm: Any, provider: str, arg: str) -> bool:
+    """Whether the provider skill takes ``arg`` (optional args newer than a provider
+    are sent only to providers that say they take them)."""
+    skill = cm.catalog.skills.get(provider)
+    props = (skill.params or {}).get("properties") if skill is not None else None
+    return isinstance(props, dict) and arg in props
 
 
 _POOL: Any = None
