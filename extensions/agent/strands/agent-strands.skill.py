@@ -21,6 +21,7 @@ Config keys (``model.*``)::
     streaming: true              # false: one Converse call per turn (not abortable mid-call)
     read_timeout: 60             # Bedrock: seconds a socket read may stall
     params: {}                   # extra request fields for the model
+    prompt_cache: true           # a cache point after the stable prompt prefix (default: where supported)
 
 Strands and boto3 are imported only when this provider runs (``docs/providers.md``).
 """
@@ -39,6 +40,7 @@ frontmatter = {
             "user_message": {"type": "string"},
             "skill_name": {"type": "string"},
             "messages": {"type": "array", "items": {"type": "object"}},
+            "stable_prefix": {"type": "integer", "minimum": 0},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
