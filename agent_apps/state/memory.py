@@ -11,7 +11,12 @@ stemming), so a memory of ten thousand entries costs a turn about what ten do.
   indexed; a changed file is read again and, when its content changed (SHA-256),
   re-indexed in one transaction. A file that is gone loses its chunks.
 * **Queries** are the message's words (minus common English words), any of which may
-  match: no FTS5 syntax from the message reaches the engine.
+  match: no FTS5 syntax from the message reaches the engine. The rarest words are kept
+  until together they match :data:`MAX_POSTINGS` chunks; the more common rest is left
+  out: BM25 would weigh them least (a word in half the chunks says little about which
+  one fits), and ranking every chunk that has them is what costs time. The rarest word
+  that occurs at all is kept, unless it too is in more than :data:`MAX_POSTINGS` chunks
+  and a quarter of all: then any chunk fits as well as another, and none is returned.
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ if TYPE_CHECKING:
 
     from ._db import Database
 
-__all__ = ["MAX_CHUNK", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "match_query"]
+__all__ = ["MAX_CHUNK", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "query_terms"]
 
 #: Characters of one chunk at most.
 MAX_CHUNK = 1200
 #: Query terms at most (the first ones of the message).
 MAX_TERMS = 32
+#: Chunks the kept query terms may match together (the cost of ranking grows with it).
+MAX_POSTINGS = 2000
 _FILE_SHIFT = 32  # rowid = file id << 32 | chunk number
 
 _WORD = re.compile(r"\w+")
@@ -141,9 +148,9 @@ def _cut(text: str) -> Iterator[tuple[int, str]]:
         yield first, "\n".join(piece)
 
 
-def match_query(message: str) -> str | None:
-    """An FTS5 query matching any of the message's words, or None when it has none
-    worth searching for (every word is quoted: the message is data, not syntax)."""
+def query_terms(message: str) -> list[str]:
+    """The message's words worth searching for: lowercase, no common English words, no
+    repeats, at most :data:`MAX_TERMS` (only letters, digits and ``_``: no FTS5 syntax)."""
     terms: list[str] = []
     for word in _WORD.findall(message.lower()):
         if word in _STOP or (len(word) < 2 and not word.isdigit()) or word in terms:
@@ -151,7 +158,32 @@ def match_query(message: str) -> str | None:
         terms.append(word)
         if len(terms) == MAX_TERMS:
             break
-    return " OR ".join(f'"{term}"' for term in terms) if terms else None
+    return terms
+
+
+def _any_of(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``terms`` (each quoted: a phrase of its tokens)."""
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def _selective(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+    """The terms worth ranking by (see the module docstring), rarest first."""
+    (total,) = conn.execute("SELECT coalesce(sum(chunks), 0) FROM memory_files").fetchone()
+    counted = []
+    for term in terms:
+        query = "SELECT count(*) FROM memory_chunks WHERE memory_chunks MATCH ?"
+        (count,) = conn.execute(query, (_any_of([term]),)).fetchone()
+        if count:
+            counted.append((count, term))
+    counted.sort()
+    kept: list[str] = []
+    postings = 0
+    for count, term in counted:
+        if postings + count > MAX_POSTINGS and (kept or count > total / 4):
+            break
+        kept.append(term)
+        postings += count
+    return kept
 
 
 class MemoryIndex:
@@ -168,16 +200,19 @@ class MemoryIndex:
             ident = self.sync(path)
             if ident is not None:
                 ranges.append((str(path), ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT))
-        fts = match_query(query)
-        if not ranges or fts is None or k <= 0:
+        terms = query_terms(query)
+        if not ranges or not terms or k <= 0:
             return []
         where = " OR ".join("rowid >= ? AND rowid < ?" for _ in ranges)
         bounds = [bound for _, low, high in ranges for bound in (low, high)]
         with self.db.read() as conn:
+            terms = _selective(conn, terms)
+            if not terms:
+                return []
             rows = conn.execute(
                 "SELECT rowid, text, heading, line, bm25(memory_chunks, 1.0, 0.3) AS score FROM memory_chunks "
                 f"WHERE memory_chunks MATCH ? AND ({where}) ORDER BY score LIMIT ?",
-                (fts, *bounds, k),
+                (_any_of(terms), *bounds, k),
             ).fetchall()
         names = {low >> _FILE_SHIFT: path for path, low, _ in ranges}
         return [

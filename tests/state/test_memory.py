@@ -6,7 +6,7 @@ import os
 import sqlite3
 
 from agent_apps.state import StateStore
-from agent_apps.state.memory import MAX_CHUNK, chunk_markdown, match_query
+from agent_apps.state.memory import MAX_CHUNK, MAX_POSTINGS, chunk_markdown, query_terms
 
 DOC = """\
 # Memory
@@ -55,10 +55,13 @@ def test_a_long_unit_is_cut_at_line_ends_and_words():
     assert all(len(c.text) <= MAX_CHUNK for c in one) and sum(c.text.count("word") for c in one) == 1000
 
 
-def test_the_message_is_data_not_query_syntax():
-    assert match_query('What is "my" cat* NEAR(dog) AND -car OR (x)?') == '"cat" OR "near" OR "dog" OR "car"'
-    assert match_query("the a of ?!") is None
-    assert match_query("cat cat CAT") == '"cat"'
+def test_the_message_is_data_not_query_syntax(tmp_path):
+    assert query_terms('What is "my" cat* NEAR(dog) AND -car OR (x)?') == ["cat", "near", "dog", "car"]
+    assert query_terms("the a of ?!") == [] and query_terms("cat cat CAT") == ["cat"]
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text('- a "quoted" NEAR(x) fact with a * in it\n')
+    store = StateStore(tmp_path / "state.db")
+    assert store.memory.search([memory], 'quoted" OR * NEAR(') and store.memory.search([memory], "?!") == []
 
 
 def test_search_ranks_indexes_once_and_follows_changes(tmp_path):
@@ -88,6 +91,19 @@ def test_search_ranks_indexes_once_and_follows_changes(tmp_path):
     assert [h["file"] for h in store.memory.search([tmp_path / "a.md"], "apples")] == [str(tmp_path / "a.md")]
     assert len(store.memory.search([tmp_path / "a.md", tmp_path / "b.md"], "apples", k=5)) == 2
     assert len(store.memory.search([tmp_path / "a.md", tmp_path / "b.md"], "apples", k=1)) == 1
+
+
+def test_rare_words_count_and_words_in_most_chunks_do_not(tmp_path):
+    memory = tmp_path / "MEMORY.md"
+    facts = [f"- The user noted item {n} of the garden list." for n in range(MAX_POSTINGS + 100)]
+    facts.insert(77, "- The user keeps the spare key under the blue flowerpot.")
+    memory.write_text("\n".join(facts) + "\n")
+    store = StateStore(tmp_path / "state.db")
+    (hit,) = store.memory.search([memory], "where is the spare key, user?", k=3)  # "user" is in every chunk
+    assert hit["text"] == "The user keeps the spare key under the blue flowerpot."
+    assert store.memory.search([memory], "user garden list", k=3) == []  # only words every chunk has
+    memory.write_text("\n".join(facts[:100]) + "\n")
+    assert len(store.memory.search([memory], "user garden list", k=3)) == 3  # a small file: they do count
 
 
 def test_the_index_is_a_migration_of_the_store(tmp_path):
