@@ -70,3 +70,22 @@ def test_main_job_notes_digest():
     assert digest["open_todos"] == 5 and digest["notes"][2]["title"] == "Train trip to Vienna"
     assert digest["total_words"] == sum(n["words"] for n in digest["notes"])
     assert "✓ notes-digest (2 turns, 2 steps" in run.stderr
+
+
+def test_context_example_runs_as_its_readme_says():
+    """examples/context: the prompt (stable prefix, memory for the message), then the agent."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "context" / "run.py")], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr
+    prompt, answer = run.stdout.split("=" * 72 + "\n")
+    stable, dynamic = prompt.split("----- the stable prefix ends here (a cache point goes here) -----")
+    assert stable.startswith("You are the user's travel assistant.")
+    for section in ("# Your Identity", "# Core Guardrails", "# User Profile", "## How you work", "## Sensitive data",
+                    "async def skill_list(", "- trip-planning: How to plan a trip"):
+        assert section in stable, section
+    assert "[MEMORY]\n- (MEMORY.md:17, Auto-captured -- 2026-05-09) Sam wants to visit Porto" in dynamic
+    assert answer.startswith("From memory: Sam wants to visit Porto in October")
+    cli_run = cli("invoke", "assistant", "--path", "examples/context/skills", "task=Can we plan my October trip?")
+    assert cli_run.returncode == 0, cli_run.stderr
+    assert "→ 11 lines of guidance; 3 memories; - Passport (check the expiry date)" in cli_run.stderr
