@@ -12,6 +12,7 @@ import pytest
 
 from agent_apps import ContextManager
 from agent_apps.cli import main
+from agent_apps.testing import probe_model
 
 pytestmark = pytest.mark.anyio
 
@@ -25,22 +26,9 @@ async def main(ctx, args):
     return args["prompt"]
 """
 
-# The agent's code: run each call in turn, report what happened (a refusal's message).
-PROBE = """
-import json
-results = {}
-for key, (name, args) in json.loads(CALLS).items():
-    try:
-        value = await ctx.manager.invoke(name, args)
-        results[key] = "ok: " + (value if isinstance(value, str) else json.dumps(value))
-    except Exception as exc:
-        results[key] = "refused: " + str(exc)
-ctx.manager.finish(results)
-"""
-
-
 def probe(calls):
-    return f"CALLS = {json.dumps(json.dumps(calls))}\n" + PROBE
+    """Agent code that makes ``calls`` and finishes with what each did."""
+    return probe_model(calls)["script"][0]["code"]
 
 
 @pytest.fixture
@@ -126,7 +114,7 @@ async def test_only_the_agent_that_loaded_it_reads_the_folder(cm, skills, write_
         async def main(ctx, args):
             return await ctx.manager.invoke("file-read", {{"path": {checklist!r}}})
         """)
-    sub = {"agent": "agent-scripted", "script": [{"code": probe({"read": ("file-read", {"path": checklist})})}]}
+    sub = probe_model({"read": ("file-read", {"path": checklist})})
     calls = {
         "load": ("load-skills", {"skills": ["code-review"]}),
         "through-a-skill": ("peek", {}),
