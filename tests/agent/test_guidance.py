@@ -200,3 +200,18 @@ def test_a_skill_md_with_bad_frontmatter_names_its_file_and_line(skills, tmp_pat
     assert {s.name for s in cm.skills() if s.guidance} == {"code-review", "release-steps", "style-guide"}
     assert main(["list", "--path", str(skills)]) == 0
     assert f"{bad / 'SKILL.md'}:4" in capsys.readouterr().err
+
+
+def test_the_agent_skills_fixtures_list_and_load_cleanly(tmp_path):
+    """The folders written in the shapes of the public collections (issue 18's fixtures)."""
+    folder = FIXTURE.parent / "agent-skills"
+    cm = ContextManager(search_path=[folder], cwd=tmp_path, home=tmp_path / "home", env=False, project=False,
+                        user=False, entry_points=False)
+    names = sorted(s.name for s in cm.skills() if s.origin == "path" and s.guidance)
+    assert "pdf-forms" in names and "git-history" in names and len(names) == 12
+    text = cm.invoke_sync("load-skills", {"skills": names})
+    assert text.count("# Guidance: ") == len(names)
+    assert (
+        "Files: LICENSE.txt, SKILL.md, assets/values-template.json, references/FIELDS.md, scripts/fill.py" in text
+    )
+    assert "1. Read [the field guide](references/FIELDS.md)" in text
