@@ -297,6 +297,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     cm = _manager(args)
     data = cm.describe(args.name)
+    if args.stub:  # what the model reads: the typed Python stub
+        from .stubs import skill_stub
+
+        print(skill_stub(cm.get(args.name)))
+        return EXIT_OK
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         print()
@@ -329,6 +334,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print(f"  middleware: {' '.join(skill.middleware)}", file=out)
     if skill.hidden:
         print("  hidden: yes", file=out)
+    if skill.guidance:
+        print("  guidance: yes (agents load it with load-skills)", file=out)
     for key in ("license", "compatibility"):
         if skill.extra.get(key) is not None:
             print(f"  {key}: {skill.extra[key]}", file=out)
@@ -553,6 +560,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--stub", action="store_true", help="the typed Python stub the model is shown")
     p.set_defaults(run=cmd_describe)
 
     p = sub.add_parser(

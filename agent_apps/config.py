@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
         "journal": True,
         "context_window": 200_000,
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
+        # the system prompt's context (docs/context.md)
+        "context": {"memory_chunks": 5, "retriever": "memory-search", "file_chars": 8000},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
         # supervision (docs/supervision.md): how many agents one run may start, how deep
@@ -121,6 +123,12 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "compaction", "model", "*"): _ANY,
     ("model", "history"): _STR,
     ("model", "workspace"): _STR,
+    ("model", "context"): _MAP,
+    ("model", "context", "rules"): _STR,
+    ("model", "context", "sensitive_data"): _STR,
+    ("model", "context", "memory_chunks"): _INT,
+    ("model", "context", "retriever"): _STR,
+    ("model", "context", "file_chars"): _INT,
     ("model", "middleware"): "a list of strings",
     ("model", "budget"): _MAP,
     ("model", "budget", "tokens"): _INT,

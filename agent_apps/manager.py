@@ -110,6 +110,13 @@ class ContextManager:
             pm.hook.agent_apps_configure(manager=self)
         return self._catalog
 
+    @property
+    def hook(self) -> Any:
+        """The plugins' hooks (``cm.hook.agent_apps_context(...)``); plugins load with
+        the catalog."""
+        _ = self.catalog
+        return self._pm.hook
+
     def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
         """The search path, in order, with the origin of each directory."""
         roots = [Root(p.resolve(), "path") for p in self._explicit]

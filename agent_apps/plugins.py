@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .agent.layers import ContextRegistry
+    from .agent.run import AgentRun
     from .manager import ContextManager
     from .skill import Skill
 
@@ -81,6 +83,14 @@ class HookSpecs:
     @hookspec
     def agent_apps_configure(self, manager: ContextManager) -> None:
         """Called once when a ContextManager first loads its skills."""
+
+    @hookspec
+    def agent_apps_context(self, registry: ContextRegistry, agent: AgentRun) -> None:
+        """Add, replace or remove layers of an agent run's system prompt, just before it
+        is composed: ``registry.add("my-layer", text, priority=85, stable=True,
+        owner="my-package")``. Stable layers (the same every run) take priorities below
+        100 and dynamic ones 100 and above, so prompt caches hold (docs/context.md).
+        ``agent`` is the run: ``agent.config``, ``agent.user_message``, ``agent.served``."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ class ProgressPrinter:
         self._line(
             pad, self._style("1", f"▶ {e.get('agent')}") + self._style("2", f" ({e.get('provider')}; tools: {tools})")
         )
+        for warning in e.get("warnings") or ():  # what the agent's context had to leave out
+            self._line(pad, self._style("33", f"⚠ {warning}"))
 
     def _turn_start(self, e: dict[str, Any], pad: str) -> None:
         self._line(pad, self._style("2", f"— turn {e.get('turn')}"))

@@ -128,6 +128,23 @@ class Skill:
         return list(tags) if isinstance(tags, list) else []
 
     @property
+    def guidance(self) -> bool:
+        """A guidance skill: instructions an agent loads into its own context on demand
+        (the ``load-skills`` skill) rather than a sub-agent it calls. ``metadata.kind:
+        guidance`` makes a prompt skill one and ``kind: agent`` does not; without it, a
+        ``NAME/SKILL.md`` folder (the Agent Skills layout) is guidance unless it declares
+        ``params`` or ``metadata.returns`` (a typed interface only a sub-agent has).
+        Middleware never is. Invoked directly, any prompt skill still runs as an agent."""
+        if self.kind != "prompt" or self.is_middleware:
+            return False
+        kind = self.metadata.get("kind")
+        if kind is not None:
+            return kind == "guidance"
+        from .loading import PROMPT_PARAMS
+
+        return self.folder is not None and self.params is PROMPT_PARAMS and self.returns is None
+
+    @property
     def folder(self) -> str | None:
         """The skill's own folder, for a ``NAME/SKILL.md`` skill (the Agent Skills
         layout): the agent running the skill may read the files in it."""
@@ -180,6 +197,8 @@ class Skill:
             data["middleware"] = list(self.middleware)
         if self.metadata:
             data["metadata"] = self.metadata
+        if self.guidance:
+            data["guidance"] = True
         for key in ("license", "compatibility"):
             if self.extra.get(key) is not None:
                 data[key] = self.extra[key]

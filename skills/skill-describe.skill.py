@@ -1,8 +1,10 @@
-"""Describe one skill the caller may use: its args schema, result schema and docs."""
+"""Describe one skill the caller may use: its args schema, result schema, docs and its
+typed Python stub (what the system prompt shows for the skills it lists)."""
 
 frontmatter = {
     "name": "skill-describe",
-    "description": "Describe a skill you can call: its description, its args (JSON Schema) and its result.",
+    "description": "Describe a skill you can call: its description, its args (JSON Schema), its result and "
+    "its Python stub (how to call it).",
     "params": {
         "type": "object",
         "properties": {"name": {"type": "string", "description": "the skill's name"}},
@@ -21,6 +23,9 @@ async def main(ctx, args):
     names = {s.name for s in visible.tools + visible.middleware}
     if args["name"] not in names:
         raise SkillNotFound(args["name"], suggestions=[n for n in sorted(names) if args["name"] in n][:3])
+    from agent_apps.stubs import skill_stub
+
     data = cm.describe(args["name"])
     data.pop("path", None)  # the agent has no use for host paths
+    data["stub"] = skill_stub(cm.get(args["name"]))
     return data

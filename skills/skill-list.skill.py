@@ -40,5 +40,7 @@ async def main(ctx, args):
         description = skill.description.strip().splitlines()[0] if skill.description.strip() else ""
         if skill.is_middleware:
             description = f"(middleware) {description}"
+        elif skill.guidance:  # read it with load-skills rather than call it
+            description = f"(guidance) {description}"
         out.append({"name": skill.name, "description": description})
     return out

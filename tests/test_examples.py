@@ -43,3 +43,21 @@ def test_every_example_folder_says_what_it_is():
     folders = [d for d in (ROOT / "examples").iterdir() if d.is_dir()]
     assert folders and [d.name for d in folders if not (d / "README.md").is_file()] == []
 
+
+def test_context_example_runs_as_its_readme_says():
+    """examples/context: the prompt (stable prefix, memory for the message), then the agent."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "context" / "run.py")], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr
+    prompt, answer = run.stdout.split("=" * 72 + "\n")
+    stable, dynamic = prompt.split("----- the stable prefix ends here (a cache point goes here) -----")
+    assert stable.startswith("You are the user's travel assistant.")
+    for section in ("# Your Identity", "# Core Guardrails", "# User Profile", "## How you work", "## Sensitive data",
+                    "async def skill_list(", "- trip-planning: How to plan a trip"):
+        assert section in stable, section
+    assert "[MEMORY]\n- (MEMORY.md:17, Auto-captured -- 2026-05-09) Sam wants to visit Porto" in dynamic
+    assert answer.startswith("From memory: Sam wants to visit Porto in October")
+    cli_run = cli("invoke", "assistant", "--path", "examples/context/skills", "task=Can we plan my October trip?")
+    assert cli_run.returncode == 0, cli_run.stderr
+    assert "→ 11 lines of guidance; 3 memories; - Passport (check the expiry date)" in cli_run.stderr

@@ -1,7 +1,10 @@
-"""What the model reads: the system prompt, the tool documentation, run results.
+"""What the model reads: the system prompt's built-in layers, the skills as stubs, run
+results.
 
 Kept apart from the policy so that it can be read (and tuned) as text. Everything the
 model sees about a run is compact on purpose: long outputs cost tokens and attention.
+The layers are composed by :class:`~.layers.ContextRegistry`; the workspace files,
+retrieved memory and loaded guidance join them in :mod:`.assembly`.
 """
 
 from __future__ import annotations
@@ -12,8 +15,19 @@ from typing import Any
 
 from ..allowed_tools import Visible
 from ..skill import Skill
+from ..stubs import signature, skill_stub
+from .layers import ContextRegistry
 
-__all__ = ["INVOKE_TOOL", "cap", "returns_reminder", "system_prompt"]
+__all__ = [
+    "INVOKE_TOOL",
+    "RULES",
+    "SENSITIVE_DATA",
+    "cap",
+    "guidance_section",
+    "prompt_layers",
+    "returns_reminder",
+    "system_prompt",
+]
 
 #: The one tool the model gets: its name, description and JSON Schema.
 INVOKE_TOOL: dict[str, Any] = {
@@ -37,10 +51,10 @@ _HOW_TO = """\
 You have one tool, `invoke`. Its `code` argument is Python that runs in a sandbox
 (no files, network or environment of its own: use the skills). In scope:
 
-- `await ctx.manager.invoke("skill-name", {{...args}})` calls a skill and returns its result.
+- `await ctx.manager.invoke("skill-name", {...args})` calls a skill and returns its result.
   Several calls run concurrently with `await asyncio.gather(...)`.
 - `ctx.manager.finish(value)` ends the task with `value` as its result.
-- `memory` is a dict that keeps its contents between your `invoke` calls{memory_note}.
+- `memory` is a dict that keeps its contents between your `invoke` calls.
 - `print(...)` output and the value of the last expression come back to you;
   an exception comes back with its traceback, so you can fix the code and retry.
 """
@@ -64,10 +78,74 @@ now:
   never run it, your final answer is its result.
 """
 
+#: The behavioural rules (``model.context.rules`` replaces them; ``""`` leaves them out).
+#: Lines in brackets hold only when the skill they name is callable.
+RULES = """\
+## How you work
+
+- Act first, then report: run code to find things out and to do them, rather than
+  describing what you would do; then say briefly what you did and what you found.
+- Use the most specific skill for each job (file-read to read a file, not shell);
+  shell is the last resort.
+- When a call is refused (a permission, a limit, a policy), read the reason before you
+  try again, and do not repeat the same call unchanged.
+- Work that splits into two or more independent parts runs concurrently: several calls
+  in one asyncio.gather, or one sub-agent each with the agent skill.
+- Keep what you need across calls in the memory dict instead of fetching it again.
+[memory-search]- Before you say that you do not know something about the user or earlier work,
+[memory-search]  search your memory with the memory-search skill.
+[user-file]- When the user tells you a lasting fact about themselves or their preferences,
+[user-file]  add it to USER.md in your workspace ({workspace}).
+"""
+
+#: How to handle secrets (``model.context.sensitive_data`` replaces it; ``""`` leaves it out).
+SENSITIVE_DATA = """\
+## Sensitive data
+
+- Tool results may hold credentials: API keys, tokens, passwords, private keys,
+  connection strings, cookies. Never repeat one in a message or in your result; refer
+  to it ("the key in .env") or show a masked form (the last 4 characters at most).
+- Do not write secrets into files, memory, logs or other skills' args unless the task
+  is exactly that, and never send one anywhere but where it belongs.
+- If you come across a secret you do not need, say so and go on without it.
+"""
+
+_SKILLS = """\
+## Skills you can call
+
+Each skill is a Python stub below: its parameters are the keys of its args, a
+parameter with a default (or `= ...`) may be left out, and the stub's body is the call
+that runs it. Put the optional args you need into the same dict.
+"""
+
+_DISCOVERY = (
+    "More skills exist than are listed here: find them with "
+    '`skill-list` (filter with `{"match": "file-*"}`) and read their args with '
+    '`skill-describe` (`{"name": ...}`), which shows their stubs.\n'
+)
+
+_GUIDANCE = """\
+## Guidance you can load
+
+Instructions for particular kinds of work. When one fits your task, load it before you
+start: `await ctx.manager.invoke("load-skills", {{"skills": [{example}]}})` returns the
+full text of each (several names load several) and the files in its folder, which
+`file-read` may then read.
+
+{items}
+"""
+
+_GUIDANCE_LISTED = 50  # guidance skills named in the prompt at most (skill-list finds the rest)
 _CAP = 12_000  # characters of a run result sent back to the model
 
+# Layer priorities: the stable band (below DYNAMIC) first, so prompt caches hold.
+ROLE, HOW_TO, RULES_AT, SENSITIVE_AT, FOLDER, SKILLS_AT, MIDDLEWARE, GUIDANCE_AT, RESULT = (
+    10, 50, 55, 60, 65, 70, 75, 80, 90
+)
+LOADED, SERVING, TASK, MEMORY = 110, 120, 130, 140
 
-def system_prompt(
+
+def prompt_layers(
     prompt: str,
     visible: Visible,
     *,
@@ -75,45 +153,99 @@ def system_prompt(
     memory_keys: Sequence[str] = (),
     skill_dir: str | None = None,
     serving: tuple[Skill, Any] | None = None,
-) -> str:
-    """The agent's system prompt: the caller's prompt, then how to act and what to call;
-    ``serving`` (skill, args) is the call a middleware-mode agent serves."""
-    memory_note = f" (it starts with: {', '.join(sorted(memory_keys))})" if memory_keys else ""
-    parts = [prompt.strip(), _HOW_TO.format(memory_note=memory_note)]
-    if serving is not None:
-        skill, args = serving
-        first = skill.description.strip().splitlines()[0] if skill.description.strip() else ""
-        parts.append(
-            _SERVING.format(name=skill.name, description=f" ({first})" if first else "", args=cap(_json(args)))
-        )
+    rules: str | None = None,
+    sensitive_data: str | None = None,
+    workspace: str | None = None,
+) -> ContextRegistry:
+    """The built-in layers: the caller's prompt (the role), how to act, the rules, the
+    skills it can call as stubs, the guidance it can load, the result it owes; then the
+    dynamic ones (the call it serves, what ``memory`` starts with).
+
+    ``rules`` and ``sensitive_data`` replace the default sections (``""`` leaves one
+    out); ``serving`` (skill, args) is the call a middleware-mode agent serves."""
+    registry = ContextRegistry()
+    add = registry.add
+    callable_skills = [s for s in visible.tools if not s.guidance]
+    guidance = [s for s in visible.tools if s.guidance]
+    names = {s.name for s in callable_skills}
+    add("role", prompt.strip(), priority=ROLE)
+    add("how-to-act", _HOW_TO, priority=HOW_TO)
+    add("rules", _rules(names, workspace) if rules is None else rules, priority=RULES_AT)
+    add("sensitive-data", SENSITIVE_DATA if sensitive_data is None else sensitive_data, priority=SENSITIVE_AT)
     if skill_dir:
-        parts.append(
+        add(
+            "skill-folder",
             f"This skill's own files are in `{skill_dir}`: paths in the instructions above are relative to it. "
-            "Read them with `file-read` and `file-list` using absolute paths (the folder is read only).\n"
+            "Read them with `file-read` and `file-list` using absolute paths (the folder is read only).",
+            priority=FOLDER,
         )
     if visible.mode == "constrained":
-        parts.append("## Skills you can call\n\n" + _docs(visible.tools))
+        shown, head = callable_skills, _SKILLS
     else:
-        named = [s for s in visible.named if not s.is_middleware]
-        discover = [s for s in visible.tools if s.name in ("skill-list", "skill-describe")]
-        text = (
-            "## Skills you can call\n\nMore skills exist than are listed here: find them with "
-            '`skill-list` (filter with `{"match": "file-*"}`) and read their args with '
-            '`skill-describe` (`{"name": ...}`).\n\n'
-        )
-        parts.append(text + _docs(_unique([*named, *discover])))
+        named = [s for s in visible.named if not s.is_middleware and not s.guidance]
+        discover = [s for s in callable_skills if s.name in ("skill-list", "skill-describe")]
+        shown, head = _unique([*named, *discover]), _SKILLS + "\n" + _DISCOVERY
+    add("skills", head + "\n" + _stubs(shown), priority=SKILLS_AT)
     middleware = [m for m in visible.middleware if m.params]
     if middleware:
-        parts.append(
+        add(
+            "middleware",
             "## Middleware you can activate\n\nMiddleware wraps a call. Activate it for one call with "
-            '`await ctx.manager.invoke("skill-name", args, middleware=["name(key=value)"])`.\n\n' + _docs(middleware)
+            '`await ctx.manager.invoke("skill-name", args, middleware=["name(key=value)"])`.\n\n'
+            + "\n".join(f"- `{signature(m)}`: {_first_line(m.description)}" for m in middleware),
+            priority=MIDDLEWARE,
         )
+    if guidance:
+        add("guidance", guidance_section(guidance), priority=GUIDANCE_AT)
     if returns is not None:
-        parts.append(
+        add(
+            "result",
             "## Your result\n\nEnd by calling `ctx.manager.finish(value)` with a value matching this "
-            f"JSON Schema:\n\n{_json(returns)}\n"
+            f"JSON Schema:\n\n{_json(returns)}",
+            priority=RESULT,
         )
-    return "\n".join(parts).strip() + "\n"
+    if serving is not None:
+        skill, args = serving
+        first = _first_line(skill.description)
+        add(
+            "serving",
+            _SERVING.format(name=skill.name, description=f" ({first})" if first else "", args=cap(_json(args))),
+            priority=SERVING,
+            stable=False,
+        )
+    if memory_keys:
+        keys = ", ".join(sorted(memory_keys))
+        add("task", f"Your memory dict starts with these keys: {keys}.", priority=TASK, stable=False)
+    return registry
+
+
+def system_prompt(prompt: str, visible: Visible, **options: Any) -> str:
+    """The composed system prompt of :func:`prompt_layers` (without workspace files,
+    memory or loaded guidance, which :mod:`.assembly` adds for an agent run)."""
+    return prompt_layers(prompt, visible, **options).compose().text
+
+
+def guidance_section(guidance: Sequence[Skill]) -> str:
+    """Guidance skills by name and description, and how to load them."""
+    listed = guidance[:_GUIDANCE_LISTED]
+    items = "\n".join(f"- {s.name}: {_first_line(s.description) or '(no description)'}" for s in listed)
+    if len(guidance) > len(listed):
+        items += f"\n- ... and {len(guidance) - len(listed)} more: skill-list shows them, marked (guidance)"
+    return _GUIDANCE.format(example=json.dumps(listed[0].name), items=items)
+
+
+def _rules(callable_names: set[str], workspace: str | None) -> str:
+    """The default rules, with the lines about skills the agent cannot call left out."""
+    writes = bool({"file-write", "file-edit"} & callable_names)
+    keep = {"memory-search": workspace is not None and "memory-search" in callable_names,
+            "user-file": workspace is not None and writes}
+    lines = []
+    for line in RULES.splitlines():
+        tag, sep, rest = line.partition("]") if line.startswith("[") else ("", "", line)
+        if sep and not keep.get(tag[1:], False):
+            continue
+        lines.append(rest)
+    return "\n".join(lines).format(workspace=workspace)
 
 
 def returns_reminder(returns: Any) -> str:
@@ -131,17 +263,14 @@ def cap(text: str) -> str:
     return text[:_CAP] + f"\n[... {len(text) - _CAP} more characters cut]"
 
 
-def _docs(skills: Sequence[Skill]) -> str:
-    blocks = []
-    for skill in skills:
-        head = f"### {skill.name}\n{skill.description.strip() or '(no description)'}"
-        props = (skill.params or {}).get("properties") if skill.params is not None else None
-        args = _json(skill.params, indent=None) if props else "no args" if skill.params is None else "{}"
-        block = f"{head}\nargs: {args}"
-        if skill.returns is not None:
-            block += f"\nreturns: {_json(skill.returns, indent=None)}"
-        blocks.append(block)
-    return "\n\n".join(blocks) + "\n" if blocks else "(none)\n"
+def _stubs(skills: Sequence[Skill]) -> str:
+    if not skills:
+        return "(none)\n"
+    return "```python\n" + "\n\n".join(skill_stub(s) for s in skills) + "\n```\n"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _unique(skills: Sequence[Skill]) -> list[Skill]:

@@ -77,8 +77,9 @@ from .durable import SCOPE, AgentJournal, HostCall, RunJournal, failure, replay
 from .guardrails import guardrails_for
 from .model_calls import RESPONSE_SCHEMA, ModelCalls
 from .model_middleware import ModelMiddleware
-from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
+from .prompt import INVOKE_TOOL, cap, returns_reminder
 from .recorder import RETENTIONS, Recorder
+from .workspace import resolve_workspace
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -157,6 +158,10 @@ class AgentRun:
         call = call_config(ctx, {"model": dict(args.get("config") or {})})
         resolved = self.cm.config_for(self.served.skill, call)
         self.config: dict[str, Any] = resolved.values["model"]
+        #: ``model.workspace`` as an absolute folder (docs/context.md), or None.
+        self.workspace = resolve_workspace(self.cm, self.served.skill, call)
+        if self.workspace is not None:
+            self.config["workspace"] = str(self.workspace)
         self.returns = args.get("returns")
         problem = schema_error(self.returns) if self.returns is not None else None
         if problem is not None:  # refused before the model is called, not at finish()
@@ -227,6 +232,11 @@ class AgentRun:
             "exclude": self.exclude,
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
+            # its workspace (memory-search), the guidance it loaded and their folders
+            "workspace": str(self.workspace) if self.workspace is not None else None,
+            "loaded_skills": [],
+            "loaded_folders": [],
+            "retention": self.retention,
         }
         #: What the agents below this one's code keep (set when the run starts).
         self._inherited = parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None
@@ -297,22 +307,27 @@ class AgentRun:
             raise
 
     async def _run(self, recorder: Recorder, visible: Any) -> Any:
+        from .assembly import assemble
+
         ctx, served, provider = self.ctx, self.served, self.provider
-        serving = self.serving
-        system = system_prompt(
-            self.prompt,
-            visible,
-            returns=self.returns,
-            memory_keys=list(self.memory_seed),
-            skill_dir=self.skill_dir,
-            serving=(serving.skill, serving.args) if serving is not None else None,
-        )
-        recorder.set_system(system)
         served.nonlocals["agent"] = self.scope
+        context = await assemble(self, visible)
+        system = context.composed.text
+        if self.allowed_tools is not None and any(s.guidance for s in visible.tools):
+            # guidance it may see, it may load
+            self._code_skill.allowed_tools = f"{self.allowed_tools} load-skills"
+        recorder.set_system(system)
         self.state.update(run_id=self.record.run_id, agent_id=self.record.agent_id, retention=self.retention)
+        self.state["context"] = recorder.report["context"] = context.describe()
         served.locals["agent"] = self.state
         ctx.locals["agent"] = self.state
-        self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
+        self._emit(
+            "agent-start",
+            provider=provider,
+            mode=visible.mode,
+            tools=[s.name for s in visible.tools],
+            **({"warnings": context.warnings} if context.warnings else {}),
+        )
         ids = {f"agent_apps.{key}": value for key, value in self.scope_ids().items()}
         tracing.annotate(ctx.span, {"agent_apps.agent": self.name, **ids})
         deadline = self._arm_deadline()
@@ -330,7 +345,7 @@ class AgentRun:
                         "name": self.name,
                         "user_message": self.user_message,
                         "provider": provider,
-                        "system": [{"name": "system", "text": system}],
+                        "system": [{"name": layer.name, "text": layer.text} for layer in context.composed.layers],
                         "tools": [s.name for s in visible.tools],
                         "allowed_tools": self.allowed_tools,
                         "exclude": self.exclude,
@@ -369,6 +384,8 @@ class AgentRun:
                 if self.model_calls:
                     _require_model_calls(provider_skill)
                     call.update(self.model_calls.provider_args())
+                if _takes_arg(provider_skill, "stable_prefix"):  # where a prompt cache may end
+                    call["stable_prefix"] = context.composed.stable_prefix
                 # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider
                 # even when it does not look at its signal.
                 text = await ctx.signal.guard(ctx.manager.invoke(provider, call))
@@ -588,6 +605,8 @@ class AgentRun:
         if entry is not None:
             if call.next:  # the served call's outcome, as the first time (it is not made again)
                 self._next_outcome = _next_outcome(entry.body)
+            elif call.skill == "load-skills" and entry.body.get("ok"):  # its folders open again
+                self._reload_guidance(call.args)
             return replay(entry)
         try:
             result = await self._perform(name, args, options, call)
@@ -604,6 +623,15 @@ class AgentRun:
             return None
         journal.record(call, {"ok": True, "result": result})
         return result
+
+    def _reload_guidance(self, args: dict[str, Any] | None) -> None:
+        """A load-skills call answered from the journal: what it loaded counts as loaded
+        (the skills' folders readable by this agent's code), as the first time."""
+        from .guidance import note_loaded
+
+        names = (args or {}).get("skills") or ()
+        guidance = {s.name: s for s in self.cm.visible_to(self._code_ctx).tools if s.guidance}
+        note_loaded(self.scope, [guidance[n] for n in names if n in guidance])
 
     async def _perform(
         self, name: str, args: dict[str, Any] | None, options: dict[str, Any], call: HostCall | None
@@ -1084,6 +1112,13 @@ def _require_model_calls(provider: Skill) -> None:
 
 #: A host call skipped by the approver (journaled as such; the code gets None).
 _SKIPPED: Any = object()
+
+def _takes_arg(provider: Skill, arg: str) -> bool:
+    """Whether the provider skill takes ``arg`` (optional args newer than a provider
+    are sent only to providers that say they take them)."""
+    props = (provider.params or {}).get("properties")
+    return isinstance(props, dict) and arg in props
+
 
 _POOL: Any = None
 

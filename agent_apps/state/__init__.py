@@ -1,5 +1,5 @@
-"""The state store: sessions, runs, the journals of durable runs and (later) schedules,
-in one embedded SQLite database that needs no server.
+"""The state store: sessions, runs, the journals of durable runs, schedules and the memory
+index, in one embedded SQLite database that needs no server.
 
 ::
 
@@ -8,6 +8,7 @@ in one embedded SQLite database that needs no server.
     store.sessions.history("s1").messages()    # the neutral messages after the last compaction
     store.runs.list(session="s1")
     store.schedules.list()                     # what agent-apps scheduler runs
+    store.memory.search(["ws/MEMORY.md"], "units")  # the chunks that match best (BM25)
 
 Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
 else the config key ``state.path`` (a relative path is relative to the config file that
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._db import MEMORY, Database
 from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
 from .journal import Checkpoint, Journal
+from .memory import Hit, MemoryIndex
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .schedules import ScheduleInfo, Schedules
@@ -41,6 +43,8 @@ __all__ = [
     "Checkpoint",
     "Entry",
     "History",
+    "Hit",
+    "MemoryIndex",
     "Message",
     "NotFound",
     "NotResumable",
@@ -70,6 +74,7 @@ class StateStore:
         self.schedules = Schedules(self.db)
         self.subscriptions = Subscriptions(self.db)
         self.journal = Journal(self.db)
+        self.memory = MemoryIndex(self.db)
 
     @property
     def path(self) -> str:

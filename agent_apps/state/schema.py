@@ -157,5 +157,24 @@ CREATE TABLE checkpoints (
 );
 """
 
+_V4 = """
+-- Workspace files indexed for memory retrieval (MEMORY.md, AGENTS.md; docs/context.md), one
+-- row per file with what it was when indexed: a file whose size or mtime differ is read
+-- again, and re-indexed when its digest changed.
+CREATE TABLE memory_files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    indexed_at REAL NOT NULL
+);
+
+-- Their chunks, full-text indexed and ranked by BM25. The rowid is the file's id times
+-- 2^32 plus the chunk's number, so one file's chunks are one rowid range.
+CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, tokenize = 'porter unicode61');
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)

@@ -209,6 +209,15 @@ class Sessions:
             )
             return cursor.rowcount > 0
 
+    def update_meta(self, session_id: str, values: dict[str, Any]) -> None:
+        """Merge ``values`` into the session's metadata (top-level keys replace)."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound("session", session_id)
+            meta = {**json.loads(row[0] or "{}"), **values}
+            conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
+
     def forget_run(self, session_id: str, run_id: str, *, memory: dict[str, Any] | None) -> None:
         """Retention ``run``: remove the messages a run added and put ``memory`` back."""
         with self.db.write() as conn:

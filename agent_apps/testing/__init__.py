@@ -24,7 +24,37 @@ _LAZY = {
     "provider_suite": "agent_apps.testing.conformance",
 }
 
-__all__ = [*sorted(_LAZY), "default_sigint"]
+__all__ = [*sorted(_LAZY), "default_sigint", "probe_model"]
+
+# The probe's code: each call in turn; a refusal's message instead of its result.
+_PROBE = """
+import json
+results = {}
+for key, (name, args) in json.loads(CALLS).items():
+    try:
+        value = await ctx.manager.invoke(name, args)
+        results[key] = "ok: " + (value if isinstance(value, str) else json.dumps(value))
+    except Exception as exc:
+        results[key] = "refused: " + str(exc)
+ctx.manager.finish(results)
+"""
+
+
+def probe_model(calls: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Model config for ``agent-scripted`` whose one turn makes ``calls`` (``{key:
+    (skill, args)}``) from agent code and finishes with ``{key: "ok: RESULT" |
+    "refused: WHY"}``: what an agent may and may not do, in one run.
+
+    ::
+
+        config = probe_model({"read": ("file-read", {"path": "/etc/hosts"})})
+        result = await cm.invoke("agent", {"prompt": "p", "config": config})
+        assert result["read"].startswith("refused: ")
+    """
+    import json
+
+    code = f"CALLS = {json.dumps(json.dumps(calls))}\n" + _PROBE
+    return {"agent": "agent-scripted", "script": [{"code": code}]}
 
 
 def default_sigint() -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "ToolsPlugin",
     "own_skill_folder",
     "path_policy",
+    "readable_folders",
     "security_for",
     "session",
     "set_approver",
@@ -43,19 +44,30 @@ def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
 
     ``reading``: the tool only reads (``file-read``, ``file-list``). Then, when agent
     code called it, the folder of the skill that agent runs (a ``NAME/SKILL.md``
-    skill's own files) is readable too. Only that agent's code gets it: not the
-    skills it calls, not sub-agents, not other agents, never for writing.
+    skill's own files) and the folders of the guidance skills it loaded are readable
+    too. Only that agent's code gets them: not the skills it calls, not sub-agents,
+    not other agents, never for writing.
     """
     cm = ctx.manager.context_manager
-    readable = (own,) if reading and (own := own_skill_folder(ctx)) else ()
+    readable = readable_folders(ctx) if reading else ()
     return PathPolicy.from_security(security_for(ctx), cwd=cm.cwd, agent_home=cm.home, readable=readable)
 
 
 def own_skill_folder(ctx: Context) -> str | None:
     """The folder of the skill whose agent's code made the call ``ctx``, if any."""
-    caller = ctx.parent
-    if caller is None or not caller.internals.get("untrusted"):
-        return None
-    scope = caller.nonlocals.get("agent")
-    folder = scope.get("skill_dir") if isinstance(scope, dict) else None
+    from ..agent.guidance import agent_scope
+
+    scope = agent_scope(ctx)
+    folder = scope.get("skill_dir") if scope is not None else None
     return folder if isinstance(folder, str) else None
+
+
+def readable_folders(ctx: Context) -> tuple[str, ...]:
+    """The folders the agent code that made the call ``ctx`` may read beyond the
+    allowed paths: its skill's own, and those of the guidance skills it loaded."""
+    from ..agent.guidance import agent_scope
+
+    own = own_skill_folder(ctx)
+    scope = agent_scope(ctx) or {}
+    loaded = [f for f in scope.get("loaded_folders") or () if isinstance(f, str)]
+    return tuple(dict.fromkeys([own, *loaded] if own else loaded))

@@ -48,9 +48,10 @@ async def test_constrained_mode_inlines_matching_tools_with_params(context_manag
             "agent", {"prompt": "P", "allowed_tools": "word-count secret", "config": {"agent": "echo-provider"}}
         )
     )["prompt"]
-    assert "### word-count" in prompt and '"required": ["text"]' in prompt
-    assert "### secret" in prompt  # hidden, but named
-    assert "### slow-tool" not in prompt and "skill-list" not in prompt
+    assert "async def word_count(text: str) -> int:" in prompt  # a stub: typed args and result
+    assert 'return await ctx.manager.invoke("word-count", {"text": text})' in prompt
+    assert "async def secret() -> Any:" in prompt  # hidden, but named
+    assert "slow_tool" not in prompt and "skill-list" not in prompt
 
 
 async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_manager, write_skill, tools):
@@ -64,10 +65,11 @@ async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_m
             "agent", {"prompt": "P", "allowed_tools": "* word-count", "config": {"agent": "echo-provider"}}
         )
     )["prompt"]
-    assert "### word-count" in prompt and "### skill-list" in prompt and "### skill-describe" in prompt
-    assert "### slow-tool" not in prompt and "### secret" not in prompt
-    assert "### agent\n" not in prompt and "echo-provider" not in prompt
-    assert "## Middleware you can activate" in prompt and "### audit" in prompt
+    for name in ("word_count", "skill_list", "skill_describe"):
+        assert f"async def {name}(" in prompt
+    assert "slow_tool" not in prompt and "async def secret" not in prompt
+    assert "async def agent(" not in prompt and "echo-provider" not in prompt
+    assert "## Middleware you can activate" in prompt and "- `audit(level: str = ...)`: Audit calls." in prompt
 
 
 async def test_self_recursion_excluded_unless_named(context_manager, write_skill, tools):
@@ -81,9 +83,9 @@ async def test_self_recursion_excluded_unless_named(context_manager, write_skill
     )
     # discovery mode: the explorers are inlined; greeter itself must not be reachable by listing either
     prompt = (await context_manager.invoke("greeter"))["prompt"]
-    assert "### greeter" not in prompt
+    assert "async def greeter(" not in prompt
     prompt2 = (await context_manager.invoke("greeter2"))["prompt"]
-    assert "### greeter2" in prompt2
+    assert "async def greeter2(task: str = ...) -> Any:" in prompt2
 
 
 async def test_skill_list_from_agent_code_hides_self_agent_and_hidden(context_manager, write_skill, tools):

@@ -212,3 +212,42 @@ async def test_every_call_form_of_middleware_mode_runs_in_the_sandbox(context_ma
             unsubscribe()
         (result,) = [e for e in events if e["type"] in ("tool-result", "tool-error")]
         assert result["type"] == "tool-result", f"{code!r} failed in the sandbox: {result['result']}"
+
+
+# -- the stubs and the guidance the prompt shows ---------------------------------------------------
+
+
+def stub_calls(prompt: str) -> dict[str, str]:
+    """Each stub's call (the body of ``async def``), by function name, with its
+    parameters bound to example values the way a model fills them in."""
+    calls = {}
+    stub = r"async def (\w+)\(([^)]*)\)[^\n]*\n(?:.*\n)*?    return (await ctx\.manager\.invoke\(.*\))"
+    for match in re.finditer(stub, prompt):
+        name, params, call = match.groups()
+        bound = [p.split(":")[0].strip() for p in params.split(",") if p.strip() and "=" not in p]
+        calls[name] = "".join(f"{p} = {EXAMPLE_VALUES[p]!r}\n" for p in bound) + call
+    return calls
+
+
+EXAMPLE_VALUES = {"text": "a b", "name": "word-count"}
+
+
+async def test_the_stubs_calls_run_in_the_sandbox(context_manager, mw_tools):
+    prompt = (await shown(context_manager, {"prompt": "P", "allowed_tools": "word-count skill-describe"}))["prompt"]
+    calls = stub_calls(prompt)
+    assert set(calls) == {"word_count", "skill_describe"}, calls
+    assert calls["word_count"] == 'text = \'a b\'\nawait ctx.manager.invoke("word-count", {"text": text})'
+    text, error = await run_code(context_manager, calls["word_count"], allowed_tools="word-count")
+    assert not error and text == "2", text
+    text, error = await run_code(context_manager, calls["skill_describe"], allowed_tools="skill-describe word-count")
+    assert not error and json.loads(text)["stub"].startswith("async def word_count(text: str) -> int:"), text
+
+
+async def test_the_guidance_load_example_runs_in_the_sandbox(context_manager, write_skill, mw_tools):
+    write_skill("checklist/SKILL.md", "---\ndescription: A checklist.\n---\n- check the tests\n")
+    context_manager.reload()
+    prompt = (await shown(context_manager, {"prompt": "P", "allowed_tools": "word-count checklist"}))["prompt"]
+    (form,) = [f for f in examples(prompt) if "load-skills" in f]
+    assert form == 'await ctx.manager.invoke("load-skills", {"skills": ["checklist"]})'
+    text, error = await run_code(context_manager, form, allowed_tools="word-count checklist")
+    assert not error and text.startswith("# Guidance: checklist") and "- check the tests" in text, text

@@ -400,6 +400,34 @@ async def test_parallel_calls_replay_with_their_journaled_clock(durable):
     assert counted(durable.cwd) == before and (durable.cwd / "out.txt").read_text() == "x"
 
 
+async def test_guidance_loaded_before_the_checkpoint_stays_loaded_after_resume(durable, tmp_path_factory):
+    # a guidance skill whose folder is outside the workspace: readable once loaded
+    elsewhere = tmp_path_factory.mktemp("guidance")
+    (elsewhere / "tips").mkdir()
+    (elsewhere / "tips" / "SKILL.md").write_text("---\nname: tips\ndescription: Tips.\n---\nRead notes.txt.\n")
+    (elsewhere / "tips" / "notes.txt").write_text("keep it short\n")
+    notes = str(elsewhere / "tips" / "notes.txt")
+    paths = [elsewhere, *(r.path for r in durable.roots() if r.origin == "path")]
+    durable = ContextManager(search_path=paths, cwd=durable.cwd, home=durable.home, env=False, project=False,
+                             user=False, entry_points=False, state=durable.state.path)  # fmt: skip
+    turns = [
+        {"code": "print(await ctx.manager.invoke('load-skills', {'skills': ['tips']}))"},
+        {"code": "await ctx.manager.invoke('file-write', {'path': 'out.txt', 'content': 'x'})"},
+        {"code": f"print(await ctx.manager.invoke('file-read', {{'path': {notes!r}}}))"},
+        {"text": "Done."},
+    ]
+    with pytest.raises(ApprovalPending) as info:
+        await run_agent(durable, turns)
+    other = fresh(durable)
+    other.approve(info.value.run_id)
+    events: list[dict[str, Any]] = []
+    other.events.subscribe("t", lambda topic, e: events.append(e))
+    assert await other.resume(info.value.run_id, nonlocals={"agent": {"events": "t"}}) == "Done."
+    # load-skills was answered from the journal, and still opened the skill's folder
+    results = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
+    assert "# Guidance: tips" in results[0] and "keep it short" in results[-1], results
+
+
 @pytest.mark.skipif("agent-strands" not in HARNESSES, reason="needs the strands extra")
 async def test_a_run_that_failed_at_the_model_is_retried_from_its_journal(durable):
     from agent_apps.testing.conformance import strands_bedrock

@@ -589,3 +589,39 @@ def test_a_window_cut_through_tool_pairs_stays_a_valid_conversation():
     ]
     roles = [m["role"] for m in out]
     assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+
+
+# -- prompt caching ---------------------------------------------------------------------------
+
+
+async def test_a_cache_point_follows_the_stable_prefix_across_turns_and_runs(context_manager, bedrock, tmp_path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "IDENTITY.md").write_text("# Ada\n\nI am **Ada**, a careful assistant.\n")
+    (workspace / "MEMORY.md").write_text("## Facts\n\n- The user's cat is called Miso.\n- The user's car is blue.\n")
+    config = {"workspace": str(workspace)}
+    for message in ("What is my cat called?", "Which colour is my car?"):
+        bedrock.add_turns(invoke("print(1)"), {"text": "Done."})
+        await context_manager.invoke("agent", {"prompt": "You are a test agent.", "user_message": message,
+                                               "config": {"agent": "agent-strands", "model_id": MODEL,
+                                                          "endpoint_url": bedrock.endpoint_url,
+                                                          "region": "us-east-1", **config}})
+    systems = [request.system for request in bedrock.requests]
+    assert len(systems) == 4  # two runs of two model calls each
+    for system in systems:
+        assert [list(block) for block in system] == [["text"], ["cachePoint"], ["text"]]
+        assert system[1] == {"cachePoint": {"type": "default"}}
+    stable = {system[0]["text"] for system in systems}
+    assert len(stable) == 1  # byte for byte the same: both turns of both runs
+    (prefix,) = stable
+    assert prefix.startswith("You are a test agent.") and "I am Ada, a careful assistant." in prefix
+    assert "async def" in prefix and "Miso" not in prefix  # stubs are stable, memory is not
+    assert systems[0][2] == systems[1][2] and "Miso" in systems[0][2]["text"]  # same run: same memory
+    assert "blue" in systems[2][2]["text"] and "[MEMORY]" in systems[2][2]["text"]
+
+
+async def test_no_cache_point_where_the_model_cannot_cache(run, bedrock):
+    bedrock.add_turns({"text": "Done."})
+    await run(config={"prompt_cache": False})
+    (request,) = bedrock.requests
+    assert [list(block) for block in request.system] == [["text"]]

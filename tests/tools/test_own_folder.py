@@ -10,28 +10,12 @@ import os
 import pytest
 from tools_helpers import make_manager
 
+from agent_apps.testing import probe_model
 from agent_apps.tools import PermissionDenied
 
 pytestmark = pytest.mark.anyio
 
-# The agent's code: try each call, report what happened (the message of a refusal).
-PROBE = """
-import json
-results = {}
-for key, (name, args) in json.loads(CALLS).items():
-    try:
-        value = await ctx.manager.invoke(name, args)
-        results[key] = "ok: " + (value if isinstance(value, str) else json.dumps(value))
-    except Exception as exc:
-        results[key] = "refused: " + str(exc)
-ctx.manager.finish(results)
-"""
-
-
-def scripted(calls: dict[str, tuple[str, dict]]) -> dict:
-    """Model config for agent-scripted: one turn that runs ``calls`` and finishes."""
-    code = f"CALLS = {json.dumps(json.dumps(calls))}\n" + PROBE
-    return {"agent": "agent-scripted", "script": [{"code": code}]}
+scripted = probe_model  # agent-scripted running the calls from agent code
 
 
 @pytest.fixture

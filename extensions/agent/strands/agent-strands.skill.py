@@ -22,6 +22,7 @@ Config keys (``model.*``)::
     read_timeout: 60             # Bedrock: seconds a socket read may stall
     connect_timeout: 10          # Bedrock: seconds to connect
     params: {}                   # extra request fields for the model
+    prompt_cache: true           # a cache point after the stable prompt prefix (default: where supported)
 
 Each key is declared in ``metadata.config_keys``, so that a config file holding it is
 valid while a typo of it is an error.
@@ -45,6 +46,7 @@ frontmatter = {
             "messages": {"type": "array", "items": {"type": "object"}},
             "model_messages": {"type": "boolean"},
             "buffer_responses": {"type": "boolean"},
+            "stable_prefix": {"type": "integer", "minimum": 0},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
@@ -64,6 +66,7 @@ frontmatter = {
             "model.read_timeout",
             "model.connect_timeout",
             "model.params",
+            "model.prompt_cache",
         ],
     },
 }

@@ -53,6 +53,7 @@ from strands.types.tools import AgentTool
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import Cancelled
 
+from .caching import system_content
 from .calls import ReportedModel
 from .history import to_converse
 from .models import Built, build_model, classify
@@ -113,7 +114,10 @@ class Session(HookProvider):
         self.agent = Agent(
             model=model,
             tools=[InvokeTool(self)],
-            system_prompt=self.prompt,
+            # a cache point after the stable prefix, where the model caches prompts
+            system_prompt=system_content(
+                self.prompt, args.get("stable_prefix"), provider=built.provider, model_id=built.model_id, config=config
+            ),
             callback_handler=None,
             hooks=[self],
             retry_strategy=None,  # retries go through the hook: the agent policy decides

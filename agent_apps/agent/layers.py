@@ -1,0 +1,123 @@
+"""The system prompt as named layers: :class:`ContextRegistry`.
+
+Each part of what the model reads first (the role, the workspace files, the rules, the
+skill stubs, retrieved memory, the task) is a :class:`Layer` with a name, a priority
+(lower comes first), tags, an owner, and whether it is **stable**: the same from one
+run of the skill to the next. Composing sorts the layers by priority and joins their
+text; the **stable prefix** is every layer up to the first one that is not stable.
+
+Why: a model provider that caches prompt prefixes (Amazon Bedrock and Anthropic cache
+points) only re-reads what changed, so everything that stays the same must come first
+and be byte-for-byte the same each time. The built-in priorities keep stable layers
+below 100 and dynamic ones at 100 and above; a plugin can add layers of its own (see
+``agent_apps_context`` in :mod:`agent_apps.plugins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["DYNAMIC", "Composed", "ContextRegistry", "Layer"]
+
+#: The first priority of the dynamic band: stable layers go below it.
+DYNAMIC = 100
+_SEPARATOR = "\n"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One named part of the system prompt."""
+
+    name: str
+    text: str
+    priority: int
+    #: The same from run to run (cacheable): role, rules, stubs; not memory or the task.
+    stable: bool = True
+    tags: tuple[str, ...] = ("system",)
+    #: Who wrote it: ``agent`` for the built-in layers, a plugin's name for its own.
+    owner: str = "agent"
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A composed prompt: its text, where its stable prefix ends, and the layers in it."""
+
+    text: str
+    #: ``text[:stable_prefix]`` is the stable part (the end of its last stable layer).
+    stable_prefix: int
+    layers: tuple[Layer, ...] = field(default=())
+
+    @property
+    def stable(self) -> str:
+        return self.text[: self.stable_prefix]
+
+    def describe(self) -> list[dict[str, object]]:
+        """Name, owner, size and stability of each layer (for ``ctx.locals["agent"]``)."""
+        return [
+            {"name": layer.name, "owner": layer.owner, "priority": layer.priority, "stable": layer.stable,
+             "chars": len(layer.text)}
+            for layer in self.layers
+        ]
+
+
+class ContextRegistry:
+    """Named layers; setting a name again replaces that layer."""
+
+    def __init__(self, layers: Iterable[Layer] = ()) -> None:
+        self._layers: dict[str, Layer] = {}
+        for layer in layers:
+            self.set(layer)
+
+    def set(self, layer: Layer) -> None:
+        self._layers[layer.name] = layer
+
+    def add(
+        self,
+        name: str,
+        text: str,
+        *,
+        priority: int,
+        stable: bool = True,
+        tags: Iterable[str] = ("system",),
+        owner: str = "agent",
+    ) -> Layer:
+        """Set the layer ``name`` (an empty text removes it: an absent file, a section
+        switched off by config)."""
+        layer = Layer(name, text, priority, stable, tuple(tags), owner)
+        if text.strip():
+            self.set(layer)
+        else:
+            self.remove(name)
+        return layer
+
+    def remove(self, name: str) -> None:
+        self._layers.pop(name, None)
+
+    def get(self, name: str) -> Layer | None:
+        return self._layers.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._layers
+
+    def layers(self, tag: str | None = "system") -> list[Layer]:
+        """The layers with ``tag`` (None: all), in order: priority, then name."""
+        chosen = [layer for layer in self._layers.values() if tag is None or tag in layer.tags]
+        return sorted(chosen, key=lambda layer: (layer.priority, layer.name))
+
+    def compose(self, tag: str | None = "system") -> Composed:
+        """Join the layers' texts (each ends with a newline) in order."""
+        parts: list[str] = []
+        stable_end: int | None = None
+        size = 0
+        layers = self.layers(tag)
+        for layer in layers:
+            if not layer.stable and stable_end is None:
+                stable_end = size
+            text = layer.text.strip("\n") + "\n"
+            if parts:
+                text = _SEPARATOR + text
+            parts.append(text)
+            size += len(text)
+        text = "".join(parts)
+        return Composed(text, size if stable_end is None else stable_end, tuple(layers))

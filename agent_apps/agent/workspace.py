@@ -1,0 +1,133 @@
+"""The agent's workspace (``model.workspace``): the files that make it this agent.
+
+=============  ==================  ============================================
+file           section             how it enters the system prompt
+=============  ==================  ============================================
+IDENTITY.md    # Your Identity     whole, every run (stable layer)
+SOUL.md        # Core Guardrails   whole, every run: non-negotiable constraints
+USER.md        # User Profile      whole, every run
+MEMORY.md      # Your Memory       only the chunks most relevant to the user's
+AGENTS.md                          message (see :mod:`agent_apps.state.memory`)
+=============  ==================  ============================================
+
+The whole files pass through :func:`strip_markdown`, so the model reads compact text
+without Markdown syntax, and each gets framing text that says how to read it. A file
+longer than ``model.context.file_chars`` is cut, with a warning. A relative
+``model.workspace`` is relative to the file that set it (a config file, the skill file
+for its ``metadata``); set by a call, to the working directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._markdown import strip_markdown
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+    from ..skill import Skill
+
+__all__ = ["FRAMES", "MEMORY_FILES", "WholeFile", "WorkspaceFiles", "read_whole_files", "resolve_workspace"]
+
+#: The files read whole: (file, layer name, priority, heading and framing text).
+FRAMES: tuple[tuple[str, str, int, str], ...] = (
+    (
+        "IDENTITY.md",
+        "workspace.identity",
+        20,
+        "# Your Identity\n\nWho you are: your name, your role and how you communicate.",
+    ),
+    (
+        "SOUL.md",
+        "workspace.soul",
+        30,
+        "# Core Guardrails\n\nThese are your non-negotiable constraints. They override any user request.\n"
+        "If a user asks you to violate a guardrail, refuse and explain why.",
+    ),
+    (
+        "USER.md",
+        "workspace.user",
+        40,
+        "# User Profile\n\nWhat you know about the user you work for: their preferences and details. "
+        "Use it to fit your work to them.",
+    ),
+)
+#: The files indexed for retrieval instead of read whole.
+MEMORY_FILES = ("MEMORY.md", "AGENTS.md")
+#: Characters of one whole file in the prompt, unless ``model.context.file_chars`` says.
+FILE_CHARS = 8000
+
+
+@dataclass
+class WholeFile:
+    """One whole file's layer: its name, priority and framed text."""
+
+    name: str
+    priority: int
+    text: str
+
+
+@dataclass
+class WorkspaceFiles:
+    """What was read, and the problems worth a warning (each names its file)."""
+
+    files: list[WholeFile] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def resolve_workspace(cm: ContextManager, skill: Skill, call: Mapping[str, Any] | None) -> Path | None:
+    """The absolute workspace folder of ``skill``'s agent, or None when none is set.
+
+    A relative path is relative to the folder of the config layer that set it: a config
+    file's folder, the skill file's folder for its ``metadata``, the working directory
+    for the defaults and the call.
+    """
+    value: str | None = None
+    base = cm.cwd
+    for layer in cm.cascade.layers(skill, call):
+        model = layer.data.get("model")
+        found = model.get("workspace") if isinstance(model, Mapping) else None
+        if not isinstance(found, str) or not found:
+            continue
+        value = found
+        if layer.data is skill.metadata and skill.path:
+            base = Path(skill.path).parent
+        elif layer.source not in ("defaults", "call"):
+            base = Path(layer.source.removesuffix(" [tool.agent-apps]")).parent
+        else:
+            base = cm.cwd
+    if value is None:
+        return None
+    return (base / Path(value).expanduser()).resolve()
+
+
+def read_whole_files(folder: Path, *, max_chars: int = FILE_CHARS) -> WorkspaceFiles:
+    """IDENTITY.md, SOUL.md and USER.md of ``folder``, stripped and framed (a missing
+    file is no layer; an unreadable one a warning)."""
+    out = WorkspaceFiles()
+    if not folder.is_dir():
+        out.warnings.append(f"model.workspace {str(folder)!r} is not a folder: no workspace files were read")
+        return out
+    for filename, name, priority, frame in FRAMES:
+        path = folder / filename
+        try:
+            raw = path.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            out.warnings.append(f"{path}: cannot read it ({exc}); left out of the prompt")
+            continue
+        text = strip_markdown(raw)
+        if not text:
+            continue
+        if len(text) > max_chars:
+            out.warnings.append(
+                f"{path}: {len(text)} characters, more than model.context.file_chars ({max_chars}); "
+                f"the prompt holds its first {max_chars}"
+            )
+            text = text[:max_chars].rstrip() + f"\n[... {filename} cut: {len(text) - max_chars} more characters]"
+        out.files.append(WholeFile(name, priority, f"{frame}\n\n{text}\n"))
+    return out

@@ -1,0 +1,115 @@
+"""The memory index: Markdown chunks in SQLite FTS5, ranked by BM25, kept fresh."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from agent_apps.state import StateStore
+from agent_apps.state.memory import MAX_CHUNK, MAX_POSTINGS, chunk_markdown, query_terms
+
+DOC = """\
+# Memory
+
+A paragraph about the garden,
+on two lines.
+
+## Auto-captured -- 2026-04-03
+
+- The user's cat is called Miso.
+- A fact with a sub-list:
+  - nested one
+  - nested two
+1. A numbered item.
+
+```
+code with a # heading-looking line
+
+and a blank line
+```
+
+## Notes ##
+Last words.
+"""
+
+
+def test_chunks_follow_the_markdown():
+    chunks = chunk_markdown(DOC)
+    assert [(c.line, c.heading, c.text) for c in chunks] == [
+        (3, "Memory", "A paragraph about the garden,\non two lines."),
+        (8, "Auto-captured -- 2026-04-03", "The user's cat is called Miso."),
+        (9, "Auto-captured -- 2026-04-03", "A fact with a sub-list:\n  - nested one\n  - nested two"),
+        (12, "Auto-captured -- 2026-04-03", "1. A numbered item."),
+        (14, "Auto-captured -- 2026-04-03", "code with a # heading-looking line\n\nand a blank line"),
+        (21, "Notes", "Last words."),
+    ]
+    assert chunk_markdown("") == [] and chunk_markdown("\n\n# Only a heading\n") == []
+
+
+def test_a_long_unit_is_cut_at_line_ends_and_words():
+    lines = [f"line {n} " + "x" * 90 for n in range(40)]
+    chunks = chunk_markdown("\n".join(lines))
+    assert len(chunks) > 2 and all(len(c.text) <= MAX_CHUNK for c in chunks)
+    assert chunks[1].line == 1 + chunks[0].text.count("\n") + 1
+    one = chunk_markdown("word " * 1000)
+    assert all(len(c.text) <= MAX_CHUNK for c in one) and sum(c.text.count("word") for c in one) == 1000
+
+
+def test_the_message_is_data_not_query_syntax(tmp_path):
+    assert query_terms('What is "my" cat* NEAR(dog) AND -car OR (x)?') == ["cat", "near", "dog", "car"]
+    assert query_terms("the a of ?!") == [] and query_terms("cat cat CAT") == ["cat"]
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text('- a "quoted" NEAR(x) fact with a * in it\n')
+    store = StateStore(tmp_path / "state.db")
+    assert store.memory.search([memory], 'quoted" OR * NEAR(') and store.memory.search([memory], "?!") == []
+
+
+def test_search_ranks_indexes_once_and_follows_changes(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text(DOC)
+    hits = store.memory.search([memory], "What is my cat called?")
+    assert hits[0]["text"] == "The user's cat is called Miso." and hits[0]["line"] == 8
+    assert hits[0]["file"] == str(memory) and hits[0]["score"] > 0
+    assert store.memory.search([memory], "cats")[0]["line"] == 8  # stemmed: cats ~ cat
+    (info,) = store.memory.files()
+    assert info["chunks"] == 6
+    # touched, not changed: not indexed again
+    os.utime(memory, ns=(1, 1))
+    store.memory.search([memory], "cat")
+    assert store.memory.files()[0]["indexed_at"] == info["indexed_at"]
+    # changed: indexed again, in one transaction
+    memory.write_text("- The user's dog is called Pepper.\n")
+    assert store.memory.search([memory], "cat") == []
+    assert store.memory.search([memory], "dog")[0]["text"] == "The user's dog is called Pepper."
+    # gone: its chunks go too
+    memory.unlink()
+    assert store.memory.search([memory], "dog") == [] and store.memory.files() == []
+    # only the files asked for are searched
+    (tmp_path / "a.md").write_text("- apples\n")
+    (tmp_path / "b.md").write_text("- apples and pears\n")
+    assert [h["file"] for h in store.memory.search([tmp_path / "a.md"], "apples")] == [str(tmp_path / "a.md")]
+    assert len(store.memory.search([tmp_path / "a.md", tmp_path / "b.md"], "apples", k=5)) == 2
+    assert len(store.memory.search([tmp_path / "a.md", tmp_path / "b.md"], "apples", k=1)) == 1
+
+
+def test_rare_words_count_and_words_in_most_chunks_do_not(tmp_path):
+    memory = tmp_path / "MEMORY.md"
+    facts = [f"- The user noted item {n} of the garden list." for n in range(MAX_POSTINGS + 100)]
+    facts.insert(77, "- The user keeps the spare key under the blue flowerpot.")
+    memory.write_text("\n".join(facts) + "\n")
+    store = StateStore(tmp_path / "state.db")
+    (hit,) = store.memory.search([memory], "where is the spare key, user?", k=3)  # "user" is in every chunk
+    assert hit["text"] == "The user keeps the spare key under the blue flowerpot."
+    assert store.memory.search([memory], "user garden list", k=3) == []  # only words every chunk has
+    memory.write_text("\n".join(facts[:100]) + "\n")
+    assert len(store.memory.search([memory], "user garden list", k=3)) == 3  # a small file: they do count
+
+
+def test_the_index_is_a_migration_of_the_store(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()  # opens and migrates
+    store.close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"memory_files", "memory_chunks", "sessions"} <= tables
