@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..middleware import CallNext
 
-__all__ = ["check_permission", "permission_middleware"]
+__all__ = ["check_permission", "permission_middleware", "permit"]
 
 #: The id of the invocation whose check already passed, while its inner layers run.
 _checked: ContextVar[str | None] = ContextVar("agent_apps_permission_checked", default=None)
@@ -49,36 +49,49 @@ async def check_permission(ctx: Context) -> None:
         return
     category = skill.metadata.get("category")
     category = category if isinstance(category, str) else None
-    security = security_for(ctx)
+    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
+    await permit(ctx, skill.name, category, dict(ctx.args), chain=chain, security=security_for(ctx))
+
+
+async def permit(
+    ctx: Context,
+    name: str,
+    category: str | None,
+    args: dict[str, Any],
+    *,
+    chain: tuple[str, ...] = (),
+    security: dict[str, Any] | None = None,
+) -> None:
+    """Raise :class:`PermissionDenied` unless the policy (or a human) allows calling
+    ``name`` (of ``category``) with ``args``, seen from ``ctx``. Also for actions that
+    are not skills: an ACP agent CLI asking to run one of its own tools."""
+    security = security_for(ctx) if security is None else security
     mode = resolve_mode(security, approval.session_mode())
-    decision = decide(skill.name, category, security, mode)
+    decision = decide(name, category, security, mode)
     if decision.action == "allow":
         return
-    event = {"type": "permission", "skill": skill.name, "category": category, "mode": mode, "rule": decision.rule}
+    event = {"type": "permission", "skill": name, "category": category, "mode": mode, "rule": decision.rule}
     if decision.action == "deny":
         ctx.manager.emit("security", {**event, "decision": "deny"})
         hint = "" if mode == "interactive" else "; a job can allow it by listing it in security.policy.unattended.allow"
-        raise PermissionDenied(
-            skill.name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=skill.name
-        )
+        raise PermissionDenied(name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=name)
     approver = approval.find_approver(ctx._cm)
     if approver is None:
         ctx.manager.emit("security", {**event, "decision": "deny", "reason": "no approver"})
         raise PermissionDenied(
-            skill.name,
+            name,
             f"needs human approval in {mode} mode and no approver is available "
             "(no terminal, no approval.session() or set_approver())",
             rule=decision.rule,
-            resource=skill.name,
+            resource=name,
         )
-    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
-    request = approval.ApprovalRequest(skill.name, dict(ctx.args), category, mode, decision.rule, chain)
+    request = approval.ApprovalRequest(name, args, category, mode, decision.rule, chain)
     approved, reason = await approval.ask(approver, request)
     ctx.manager.emit("security", {**event, "decision": "approved" if approved else "refused", "reason": reason})
     if not approved:
         raise PermissionDenied(
-            skill.name,
+            name,
             "refused by the approver" + (f": {reason}" if reason else ""),
             rule=decision.rule,
-            resource=skill.name,
+            resource=name,
         )
