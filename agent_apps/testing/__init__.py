@@ -2,7 +2,8 @@
 
 Attributes are loaded lazily, so ``import agent_apps.testing`` stays cheap and imports
 neither boto3 nor strands. ``FakeBedrock`` is a local fake Amazon Bedrock Runtime server
-(see :mod:`agent_apps.testing.bedrock`).
+(see :mod:`agent_apps.testing.bedrock`); ``FakeAnthropic``, ``FakeOpenAI`` and
+``FakeOllama`` fake those APIs (see :mod:`agent_apps.testing.llm`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env  # noqa: F401
+    from agent_apps.testing.llm import FakeAnthropic, FakeOllama, FakeOpenAI, ModelRequest  # noqa: F401
 
 _LAZY = {
     "FakeBedrock": "agent_apps.testing.bedrock",
     "RecordedRequest": "agent_apps.testing.bedrock",
     "Turn": "agent_apps.testing.bedrock",
     "dummy_aws_env": "agent_apps.testing.bedrock",
+    "FakeAnthropic": "agent_apps.testing.llm",
+    "FakeOpenAI": "agent_apps.testing.llm",
+    "FakeOllama": "agent_apps.testing.llm",
+    "ModelRequest": "agent_apps.testing.llm",
 }
 
 __all__ = [*sorted(_LAZY), "default_sigint"]

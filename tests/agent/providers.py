@@ -8,7 +8,10 @@ play it. Adding a provider to the suite means adding a harness here.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -121,6 +124,36 @@ def strands_bedrock() -> Iterator[Harness]:
         yield StrandsBedrock(fake)
 
 
+#: A real ACP agent CLI written for the tests: it plays the script as its "model".
+ACP_AGENT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "extensions", "acp_agent.py")
+
+
+class AcpAgent:
+    """agent-acp driving a real ACP agent CLI (a subprocess over stdio) whose model plays
+    the script, and which calls ``invoke`` over our MCP endpoint with a real MCP client."""
+
+    name = "agent-acp"
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.runs = 0
+
+    def config(self, turns: list[dict[str, Any]]) -> dict[str, Any]:
+        self.runs += 1
+        path = os.path.join(self.directory, f"script-{self.runs}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(turns, handle)
+        return {"agent": "agent-acp", "command": [sys.executable, ACP_AGENT, path], "retry_delay": 0}
+
+
+@contextmanager
+def acp_agent() -> Iterator[Harness]:
+    with tempfile.TemporaryDirectory(prefix="agent-apps-acp-") as directory:
+        yield AcpAgent(directory)
+
+
 HARNESSES = {"agent-scripted": scripted}
 if importlib.util.find_spec("strands") and importlib.util.find_spec("boto3"):
     HARNESSES["agent-strands"] = strands_bedrock
+if importlib.util.find_spec("acp") and importlib.util.find_spec("mcp"):
+    HARNESSES["agent-acp"] = acp_agent

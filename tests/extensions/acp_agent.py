@@ -7,7 +7,8 @@ it was given in ``session/new`` (a real MCP client, over HTTP or stdio).
 The script is the conformance suite's neutral form: a list of turns, each with optional
 ``text``, ``reasoning``, ``code`` (a string, or a list for several calls in one turn),
 ``delay`` (seconds, cancellable), ``usage`` and ``error``, plus for these tests:
-``echo`` (``"prompt"``, ``"cwd"`` or ``"env:NAME"``: say that instead of ``text``) and
+``echo`` (``"prompt"``, ``"cwd"`` or ``"env:NAME"``, comma-separated: say those,
+joined by ``|``, instead of ``text``) and
 ``permission`` (``{kind, title}``: ask the client before going on, and say the answer).
 
 One prompt plays turns until one has no code (its text ends the prompt), as an agent
@@ -21,12 +22,21 @@ import asyncio
 import json
 import os
 import sys
+import time
 from contextlib import AsyncExitStack
 from typing import Any
 
-import acp
-from acp import helpers
-from acp.schema import (
+if "--exit-early" in sys.argv:  # before the slow imports, as a CLI that fails fast
+    print("fatal: not logged in (run `acp_agent login`)", file=sys.stderr)
+    sys.exit(3)
+if "--garbage" in sys.argv:  # a program that is not an ACP agent: it prints its usage
+    print("Usage: acp_agent [OPTIONS] COMMAND\nTry 'acp_agent --help' for help.", flush=True)
+    time.sleep(60)
+    sys.exit(2)
+
+import acp  # noqa: E402
+from acp import helpers  # noqa: E402
+from acp.schema import (  # noqa: E402
     AgentCapabilities,
     HttpMcpServer,
     InitializeResponse,
@@ -115,13 +125,8 @@ class ScriptedAgent:
             if turn.get("reasoning"):
                 await self.say(session_id, helpers.update_agent_thought_text(turn["reasoning"]))
             text = turn.get("text") or ""
-            echo = turn.get("echo")
-            if echo == "prompt":
-                text = received
-            elif echo == "cwd":
-                text = self.cwd + " " + os.getcwd()
-            elif isinstance(echo, str) and echo.startswith("env:"):
-                text = os.environ.get(echo[4:], "<unset>")
+            if turn.get("echo"):
+                text = "|".join(self.echo(what, received) for what in turn["echo"].split(","))
             if turn.get("permission"):
                 text = await self.ask(session_id, turn["permission"])
             for i in range(0, len(text), 8):
@@ -158,6 +163,13 @@ class ScriptedAgent:
                 return PromptResponse(stop_reason="end_turn")
         return PromptResponse(stop_reason="end_turn")
 
+    def echo(self, what: str, received: str) -> str:
+        if what == "prompt":
+            return received
+        if what == "cwd":
+            return self.cwd + " " + os.getcwd()
+        return os.environ.get(what.removeprefix("env:"), "<unset>")
+
     async def call(self, code: str) -> Any:
         task = asyncio.ensure_future(self.mcp.call_tool("invoke", {"code": code}))
         cancel = asyncio.ensure_future(self.cancelled.wait())
@@ -184,13 +196,6 @@ class ScriptedAgent:
 
 
 async def main() -> None:
-    if "--exit-early" in ARGS:
-        print("fatal: not logged in (run `acp_agent login`)", file=sys.stderr)
-        sys.exit(3)
-    if "--garbage" in ARGS:
-        print("Usage: acp_agent [OPTIONS] COMMAND\nTry 'acp_agent --help' for help.", flush=True)
-        await asyncio.sleep(60)
-        return
     agent = ScriptedAgent()
     try:
         await acp.run_agent(agent)

@@ -169,10 +169,8 @@ async def test_env_and_cwd_reach_the_cli(run, tmp_path, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     config = {"env": {"ACP_TEST_TOKEN": "${HOST_SECRET}"}, "cwd": str(work)}
-    assert await run([{"echo": "env:ACP_TEST_TOKEN"}], config=config) == "s3cret"
-    assert await run([{"echo": "env:NOT_PASSED"}], config=config) == "<unset>"
-    said = await run([{"echo": "cwd"}], config=config)
-    assert said == f"{work.resolve()} {work.resolve()}"
+    said = await run([{"echo": "env:ACP_TEST_TOKEN,env:NOT_PASSED,cwd"}], config=config)
+    assert said == f"s3cret|<unset>|{work.resolve()} {work.resolve()}"
 
 
 async def test_stdio_fallback_when_the_agent_has_no_http_mcp(run, events):
@@ -247,7 +245,7 @@ async def test_a_cli_that_speaks_another_protocol_version(run):
 
 async def test_a_program_that_does_not_speak_acp(run):
     with pytest.raises(AgentAppsError) as info:
-        await run([], flags=["--garbage"], config={"startup_timeout": 1})
+        await run([], flags=["--garbage"], config={"startup_timeout": 3})
     one_line(info.value, "does not speak the Agent Client Protocol", "Usage: acp_agent")
 
 
