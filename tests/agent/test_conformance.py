@@ -103,7 +103,7 @@ async def test_s5_8_signal_reaches_the_tool(harness, run_agent, context_manager)
     turns = [{"code": 'await ctx.manager.invoke("slow-tool", {"seconds": 60})'}, {"text": "unreachable"}]
     call = {"prompt": "p", "user_message": "u", "config": harness.config(turns)}
     task = asyncio.ensure_future(context_manager.invoke("agent", call, signal=signal))
-    for _ in range(200):
+    for _ in range(1000):  # bounded; a provider that starts a process needs a moment
         if "tool-started" in heard:
             break
         await asyncio.sleep(0.02)

@@ -570,10 +570,17 @@ class AcpRun:
         assert self.process is not None
         task = asyncio.ensure_future(request)
         exited = asyncio.ensure_future(self.process.wait())
+        cancelled = asyncio.ensure_future(self.ctx.signal.wait())
         try:
-            done, _ = await asyncio.wait({task, exited}, timeout=self.startup_timeout, return_when="FIRST_COMPLETED")
+            done, _ = await asyncio.wait(
+                {task, exited, cancelled}, timeout=self.startup_timeout, return_when="FIRST_COMPLETED"
+            )
         finally:
             exited.cancel()
+            cancelled.cancel()
+        if cancelled in done:
+            task.cancel()
+            raise Cancelled(self.ctx.signal.reason or "cancelled")
         if task in done and task.exception() is None:
             return task.result()
         if task in done and isinstance(task.exception(), acp.RequestError):
