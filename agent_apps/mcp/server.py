@@ -189,22 +189,34 @@ class SkillServer:
     """An MCP server over a ContextManager's skills (or over a fixed set of refs).
 
     ``refs``: serve exactly these refs (skill names or callback refs) instead of the
-    visible skills. ``invoker``: how to invoke (default ``cm.invoke``; :func:`expose_refs`
-    passes the owner's ``ctx.manager.invoke`` so calls run as its children). ``signal``:
-    a parent signal for every invocation.
+    visible skills; a mapping names their tools (``{"invoke": ref}``). ``invoker``: how
+    to invoke (default ``cm.invoke``; :func:`expose_refs` passes the owner's
+    ``ctx.manager.invoke`` so calls run as its children). ``signal``: a parent signal
+    for every invocation. ``render``: turns a result into the tool result (else the
+    value as text and structured content). ``elicit``: ask the client when a call needs
+    a human's approval, if it can answer elicitations (else the approver in effect where
+    the server was started is asked).
     """
 
     def __init__(
         self,
         cm: ContextManager,
         *,
-        refs: Iterable[str] | None = None,
+        refs: Iterable[str] | Mapping[str, str] | None = None,
         invoker: Invoker | None = None,
         signal: Signal | None = None,
         name: str = "agent-apps",
+        render: Callable[[Any], types.CallToolResult] | None = None,
+        elicit: bool = True,
     ) -> None:
         self.cm = cm
-        self.refs: dict[str, str] | None = None if refs is None else {tool_name_for_ref(r): r for r in refs}
+        self.elicit = elicit
+        self.refs: dict[str, str] | None = None
+        if isinstance(refs, Mapping):
+            self.refs = dict(refs)
+        elif refs is not None:
+            self.refs = {tool_name_for_ref(r): r for r in refs}
+        self._render = render
         self._invoker = invoker or cm.invoke
         self._signal = signal
         self.bus = InMemorySubscriptionBus()
@@ -282,7 +294,8 @@ class SkillServer:
             # has its own scope and topic; overriding its ``agent`` nonlocal would change
             # what its code sees.)
             options["nonlocals"] = {"agent": {"events": run.topic}}
-        with _approval_session(ctx, run):  # the task copies the context: its approver is this client's user
+        asking = _approval_session(ctx, run) if self.elicit else contextlib.nullcontext()
+        with asking:  # the task copies the context: its approver is this client's user
             run.task = asyncio.ensure_future(self._invoker(ref, dict(params.arguments or {}), **options))
         run.task.add_done_callback(lambda _: run.close())
         return await self._serve_round(ctx, run)
@@ -330,6 +343,8 @@ class SkillServer:
             log.warning("tool %s: internal error", run.tool, exc_info=exc)
             return _error_result(f"internal error: {type(exc).__name__}: {exc}")
         value = task.result()
+        if self._render is not None:
+            return self._render(value)
         content = structured(run.skill, value)
         return types.CallToolResult(
             content=[types.TextContent(text=_text(value))],
@@ -748,9 +763,17 @@ class Endpoint:
 
 
 @contextlib.asynccontextmanager
-async def expose_refs(owner: Context | ContextManager, refs: Iterable[str]) -> AsyncIterator[Endpoint]:
-    """Serve ``refs`` (skill names and callback refs) on an ephemeral loopback
-    endpoint guarded by a per-run secret, while the block runs.
+async def expose_refs(
+    owner: Context | ContextManager,
+    refs: Iterable[str] | Mapping[str, str],
+    *,
+    render: Callable[[Any], types.CallToolResult] | None = None,
+    elicit: bool = True,
+) -> AsyncIterator[Endpoint]:
+    """Serve ``refs`` (skill names and callback refs; a mapping names their tools) on
+    an ephemeral loopback endpoint guarded by a per-run secret, while the block runs.
+    ``render`` shapes the tool results and ``elicit: False`` keeps approvals with the
+    owner's approver (see :class:`SkillServer`).
 
     ``owner``: a skill's ``ctx`` (the calls then run as its children: its signal
     cancels them, its nesting applies) or a ContextManager. Typical use, in a provider
@@ -759,7 +782,7 @@ async def expose_refs(owner: Context | ContextManager, refs: Iterable[str]) -> A
         async with expose_refs(ctx, [args["invoke_ref"], args["hook_ref"]]) as endpoint:
             ...start the process with endpoint.to_env() and the refs...
     """
-    refs = list(refs)
+    tools = dict(refs) if isinstance(refs, Mapping) else {tool_name_for_ref(ref): ref for ref in refs}
     if isinstance(owner, Context):
         cm = owner.manager.context_manager
         invoker: Invoker = owner.manager.invoke
@@ -767,7 +790,9 @@ async def expose_refs(owner: Context | ContextManager, refs: Iterable[str]) -> A
     else:
         cm, invoker, signal = owner, owner.invoke, None
     token = secrets.token_urlsafe(32)
-    srv = SkillServer(cm, refs=refs, invoker=invoker, signal=signal, name="agent-apps-refs")
+    srv = SkillServer(
+        cm, refs=tools, invoker=invoker, signal=signal, name="agent-apps-refs", render=render, elicit=elicit
+    )
     app = BearerGuard(srv.server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"), token)
     async with _uvicorn(app, "127.0.0.1", 0) as base:
-        yield Endpoint(url=base + "/mcp", token=token, tools={ref: tool_name_for_ref(ref) for ref in refs})
+        yield Endpoint(url=base + "/mcp", token=token, tools={ref: name for name, ref in tools.items()})

@@ -2,8 +2,9 @@
 
 Attributes are loaded lazily, so ``import agent_apps.testing`` stays cheap and imports
 neither boto3 nor strands. ``FakeBedrock`` is a local fake Amazon Bedrock Runtime server
-(see :mod:`agent_apps.testing.bedrock`); ``provider_suite`` is the provider conformance
-suite (see :mod:`agent_apps.testing.conformance`).
+(see :mod:`agent_apps.testing.bedrock`); ``FakeAnthropic``, ``FakeOpenAI`` and
+``FakeOllama`` fake those APIs (see :mod:`agent_apps.testing.llm`); ``provider_suite``
+is the provider conformance suite (see :mod:`agent_apps.testing.conformance`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env  # noqa: F401
     from agent_apps.testing.conformance import Harness, provider_suite  # noqa: F401
+    from agent_apps.testing.llm import FakeAnthropic, FakeOllama, FakeOpenAI, ModelRequest  # noqa: F401
 
 _LAZY = {
     "FakeBedrock": "agent_apps.testing.bedrock",
@@ -22,6 +24,10 @@ _LAZY = {
     "dummy_aws_env": "agent_apps.testing.bedrock",
     "Harness": "agent_apps.testing.conformance",
     "provider_suite": "agent_apps.testing.conformance",
+    "FakeAnthropic": "agent_apps.testing.llm",
+    "FakeOpenAI": "agent_apps.testing.llm",
+    "FakeOllama": "agent_apps.testing.llm",
+    "ModelRequest": "agent_apps.testing.llm",
 }
 
 __all__ = [*sorted(_LAZY), "default_sigint", "probe_model"]

@@ -95,17 +95,25 @@ from __future__ import annotations
 
 import binascii
 import json
-import select
-import socket
 import struct
-import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 from urllib.parse import unquote
+
+from ._scripted import (
+    Rendered,
+    ScriptedHandler,
+    ScriptedServer,
+    StreamOutcome,
+    ToolUse,
+    Turn,
+    TurnLike,
+    TurnSource,
+    chunks,
+    render,
+)
 
 __all__ = [
     "ERRORS",
@@ -118,47 +126,6 @@ __all__ = [
     "dummy_aws_env",
     "encode_event",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# Turn shape
-# --------------------------------------------------------------------------------------------
-
-
-class ToolUse(TypedDict, total=False):
-    """A tool call the fake model makes: ``name`` and ``input`` are required."""
-
-    name: str
-    input: Any
-    id: str
-
-
-class Turn(TypedDict, total=False):
-    """One scripted model reply (every key is optional; see the module docstring)."""
-
-    text: str
-    reasoning: str
-    reasoning_signature: str
-    tool_uses: list[ToolUse]
-    stop_reason: str
-    usage: dict[str, int]
-    latency_ms: int
-    chunk_size: int
-    delay: float
-    hang_after: int
-    error: str
-    message: str
-    status: int
-    mid_stream: bool
-
-
-TurnLike = Turn | Mapping[str, Any] | str
-"""A turn mapping, or a ``str`` meaning ``{"text": s}``."""
-
-TurnSource = TurnLike | Callable[[dict[str, Any]], TurnLike]
-"""A turn, or a callable that gets the parsed request body and returns one."""
-
-StreamOutcome = Literal["complete", "error", "client_disconnected", "server_closed"]
 
 
 # Error code -> (default HTTP status, default message, event-stream member name or None).
@@ -350,62 +317,15 @@ class RecordedRequest:
 # --------------------------------------------------------------------------------------------
 
 
-def _chunks(text: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+def _usage(turn: Mapping[str, Any], rendered: Rendered) -> dict[str, int]:
+    """Converse usage: the turn's own keys (cache counts...) and the token counts."""
+    usage = {**dict(turn.get("usage") or {}), "inputTokens": rendered.input_tokens}
+    usage["outputTokens"] = rendered.output_tokens
+    usage.setdefault("totalTokens", rendered.input_tokens + rendered.output_tokens)
+    return usage
 
 
-def _estimate_tokens(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return max(1, len(text) // 4)
-
-
-@dataclass
-class _Rendered:
-    """A turn turned into response content, shared by Converse and ConverseStream."""
-
-    reasoning: str | None
-    reasoning_signature: str | None
-    text: str | None
-    tool_uses: list[dict[str, Any]]
-    stop_reason: str
-    usage: dict[str, int]
-    latency_ms: int
-
-
-def _render(turn: Mapping[str, Any], body: Mapping[str, Any], request_number: int) -> _Rendered:
-    tool_uses = []
-    for index, tool_use in enumerate(turn.get("tool_uses") or []):
-        tool_uses.append(
-            {
-                "toolUseId": tool_use.get("id") or f"tooluse_{request_number}_{index}",
-                "name": tool_use["name"],
-                "input": tool_use.get("input", {}),
-            }
-        )
-    text = turn.get("text")
-    reasoning = turn.get("reasoning")
-    stop_reason = turn.get("stop_reason") or ("tool_use" if tool_uses else "end_turn")
-    usage = dict(turn.get("usage") or {})
-    if "inputTokens" not in usage:
-        usage["inputTokens"] = _estimate_tokens(
-            {k: body.get(k) for k in ("system", "messages", "toolConfig")}
-        )
-    if "outputTokens" not in usage:
-        usage["outputTokens"] = _estimate_tokens((reasoning or "") + (text or "") + json.dumps(tool_uses))
-    usage.setdefault("totalTokens", usage["inputTokens"] + usage["outputTokens"])
-    return _Rendered(
-        reasoning=reasoning,
-        reasoning_signature=turn.get("reasoning_signature"),
-        text=text,
-        tool_uses=tool_uses,
-        stop_reason=stop_reason,
-        usage=usage,
-        latency_ms=int(turn.get("latency_ms", 1)),
-    )
-
-
-def _converse_body(rendered: _Rendered) -> dict[str, Any]:
+def _converse_body(rendered: Rendered, usage: dict[str, int]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if rendered.reasoning is not None:
         reasoning_text: dict[str, Any] = {"text": rendered.reasoning}
@@ -418,12 +338,12 @@ def _converse_body(rendered: _Rendered) -> dict[str, Any]:
     return {
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": rendered.stop_reason,
-        "usage": rendered.usage,
+        "usage": usage,
         "metrics": {"latencyMs": rendered.latency_ms},
     }
 
 
-def _content_events(rendered: _Rendered, chunk_size: int) -> list[bytes]:
+def _content_events(rendered: Rendered, chunk_size: int) -> list[bytes]:
     """``messageStart`` and the content blocks, as the real service streams them.
 
     Like the real service, text and reasoning blocks have no ``contentBlockStart``; tool-use
@@ -432,7 +352,7 @@ def _content_events(rendered: _Rendered, chunk_size: int) -> list[bytes]:
     events = [_event("messageStart", {"role": "assistant"})]
     index = 0
     if rendered.reasoning is not None:
-        for piece in _chunks(rendered.reasoning, chunk_size):
+        for piece in chunks(rendered.reasoning, chunk_size):
             events.append(
                 _event(
                     "contentBlockDelta",
@@ -452,7 +372,7 @@ def _content_events(rendered: _Rendered, chunk_size: int) -> list[bytes]:
         events.append(_event("contentBlockStop", {"contentBlockIndex": index}))
         index += 1
     if rendered.text is not None:
-        for piece in _chunks(rendered.text, chunk_size):
+        for piece in chunks(rendered.text, chunk_size):
             events.append(_event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}}))
         events.append(_event("contentBlockStop", {"contentBlockIndex": index}))
         index += 1
@@ -466,7 +386,7 @@ def _content_events(rendered: _Rendered, chunk_size: int) -> list[bytes]:
                 },
             )
         )
-        for piece in _chunks(json.dumps(tool_use["input"]), chunk_size):
+        for piece in chunks(json.dumps(tool_use["input"]), chunk_size):
             events.append(
                 _event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}})
             )
@@ -475,10 +395,10 @@ def _content_events(rendered: _Rendered, chunk_size: int) -> list[bytes]:
     return events
 
 
-def _final_events(rendered: _Rendered) -> list[bytes]:
+def _final_events(rendered: Rendered, usage: dict[str, int]) -> list[bytes]:
     return [
         _event("messageStop", {"stopReason": rendered.stop_reason}),
-        _event("metadata", {"usage": rendered.usage, "metrics": {"latencyMs": rendered.latency_ms}}),
+        _event("metadata", {"usage": usage, "metrics": {"latencyMs": rendered.latency_ms}}),
     ]
 
 
@@ -487,48 +407,11 @@ def _final_events(rendered: _Rendered) -> list[bytes]:
 # --------------------------------------------------------------------------------------------
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    # Handler threads are joined by server_close(), so close() leaves no thread behind.
-    daemon_threads = False
-    block_on_close = True
-    fake: FakeBedrock
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+class _Handler(ScriptedHandler):
     server_version = "FakeBedrock/1.0"
-    # Small responses must not wait ~40 ms for TCP's Nagle buffering (a real endpoint
-    # is not that slow, and the tests and benchmarks would measure the wait).
-    disable_nagle_algorithm = True
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.fake._track(self.connection, add=False)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
-    def _send_json(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> None:
-        data = json.dumps(body).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _send_error(self, code: str, message: str, status: int, request_id: str) -> None:
-        self._send_json(
+        self.send_json(
             status,
             {"message": message},
             {"x-amzn-ErrorType": code + _ERROR_TYPE_SUFFIX, "x-amzn-RequestId": request_id},
@@ -543,16 +426,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._unknown_operation()
 
     def _unknown_operation(self, *, body_read: bool = False) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length and not body_read:
-            self.rfile.read(length)
+        if not body_read:
+            self.read_body()
         self._send_error("UnknownOperationException", f"Unknown operation {self.command} {self.path}", 404, "")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        fake = self.server.fake
+        fake: FakeBedrock = self.server.fake  # type: ignore[assignment]
         request_id = str(uuid.uuid4())
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         path = self.path.split("?", 1)[0]
         parts = path.split("/")
         # "/model/{modelId}/converse" -> ["", "model", modelId, "converse"]
@@ -603,20 +484,13 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
 
-        rendered = _render(turn, body, len(fake.requests))
+        prompt = {k: body.get(k) for k in ("system", "messages", "toolConfig")}
+        rendered = render(turn, prompt, len(fake.requests))
+        usage = _usage(turn, rendered)
         if operation == "Converse":
-            self._send_json(200, _converse_body(rendered), {"x-amzn-RequestId": request_id})
+            self.send_json(200, _converse_body(rendered, usage), {"x-amzn-RequestId": request_id})
             return
-        self._stream(record, turn, rendered, request_id)
-
-    # -- ConverseStream --------------------------------------------------------------------
-
-    def _stream(
-        self, record: RecordedRequest, turn: Mapping[str, Any], rendered: _Rendered, request_id: str
-    ) -> None:
-        fake = self.server.fake
         events = _content_events(rendered, int(turn.get("chunk_size") or fake.chunk_size))
-        error = turn.get("error")
         if error:
             _, default_message, member = ERRORS.get(error, (400, error, None))
             member = member or (error[:1].lower() + error[1:])
@@ -626,73 +500,18 @@ class _Handler(BaseHTTPRequestHandler):
                 exception_body["originalMessage"] = exception_body["message"]
             events.append(_exception_event(member, exception_body))
         else:
-            events.extend(_final_events(rendered))
-
-        delay = float(turn.get("delay", fake.chunk_delay))
-        hang_after = turn.get("hang_after")
-
-        outcome: StreamOutcome = "error" if error else "complete"
-        fake._stream_started()  # before the headers, so wait_streams_ended() can't miss it
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.amazon.eventstream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("x-amzn-RequestId", request_id)
-            self.end_headers()
-            for number, data in enumerate(events):
-                if hang_after is not None and number == int(hang_after):
-                    hang_result = self._hang(record)
-                    if hang_result is not None:
-                        outcome = hang_result
-                        break
-                if delay > 0 and fake._stopping.wait(delay):
-                    outcome = "server_closed"
-                    break
-                # Bookkeeping first: the client may act on this message before write() returns.
-                record.events_sent += 1
-                if number == len(events) - 1:
-                    record.stream_outcome = outcome
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            else:
-                self.wfile.write(b"0\r\n\r\n")
-        except OSError:  # BrokenPipeError, ConnectionResetError...
-            outcome = "server_closed" if fake._stopping.is_set() else "client_disconnected"
-        finally:
-            record.stream_outcome = outcome
-            fake._stream_ended()
-        if outcome in ("client_disconnected", "server_closed"):
-            # The chunked body was cut short: the connection cannot be reused.
-            self.close_connection = True
-
-    def _hang(self, record: RecordedRequest) -> StreamOutcome | None:
-        """Block until the client disconnects, the test releases the stream, or the server closes.
-
-        Returns the outcome that ends the stream, or None to go on streaming (released).
-        """
-        fake = self.server.fake
-        fake._hang_started()
-        try:
-            while True:
-                if fake._stopping.is_set():
-                    return "server_closed"
-                if fake._released.is_set():
-                    return None
-                readable, _, _ = select.select([self.connection], [], [], 0.02)
-                if readable:
-                    try:
-                        peek = self.connection.recv(1, socket.MSG_PEEK)
-                    except OSError:
-                        peek = b""
-                    if not peek:
-                        # close() shuts connections down too: tell the two apart.
-                        return "server_closed" if fake._stopping.is_set() else "client_disconnected"
-                    # The client sent data (it should not); don't spin on it.
-                    fake._stopping.wait(0.02)
-        finally:
-            fake._hang_ended()
+            events.extend(_final_events(rendered, usage))
+        self.send_stream(
+            record,
+            turn,
+            events,
+            content_type="application/vnd.amazon.eventstream",
+            error=bool(error),
+            headers={"x-amzn-RequestId": request_id},
+        )
 
 
-class FakeBedrock:
+class FakeBedrock(ScriptedServer):
     """A local fake Amazon Bedrock Runtime server replaying scripted model turns.
 
     Args:
@@ -710,6 +529,9 @@ class FakeBedrock:
         requests: Every request received, in order (:class:`RecordedRequest`).
     """
 
+    handler = _Handler
+    requests: list[RecordedRequest]
+
     def __init__(
         self,
         turns: Iterable[TurnSource] | Callable[[dict[str, Any]], TurnLike] | None = None,
@@ -719,122 +541,14 @@ class FakeBedrock:
         chunk_delay: float = 0.0,
         host: str = "127.0.0.1",
     ) -> None:
-        self._lock = threading.Lock()
-        self._script: list[TurnSource] = []
-        self._responder: Callable[[dict[str, Any]], TurnLike] | None = None
-        if callable(turns):
-            self._responder = turns
-        elif turns is not None:
-            self._script.extend(turns)
         self.model_ids: frozenset[str] | None = frozenset(model_ids) if model_ids is not None else None
-        self.chunk_size = chunk_size
-        self.chunk_delay = chunk_delay
-        self.requests: list[RecordedRequest] = []
-        self.server_errors: list[BaseException] = []
-        self._connections: set[socket.socket] = set()
-        self._clients: list[Any] = []
-        self._stopping = threading.Event()
-        self._released = threading.Event()
-        self._hang_cond = threading.Condition(self._lock)
-        self._hanging = 0
-        self._hangs_total = 0
-        self._streams_open = 0
-        self._closed = False
-
-        self._server = _HTTPServer((host, 0), _Handler)
-        self._server.fake = self
-        fake = self
-
-        def handle_error(request: Any, client_address: Any) -> None:
-            error = sys.exc_info()[1]
-            if error is not None and not isinstance(error, (ConnectionError, OSError)):
-                fake.server_errors.append(error)
-
-        self._server.handle_error = handle_error  # type: ignore[method-assign]
-        port = self._server.server_address[1]
-        self.endpoint_url = f"http://{host}:{port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"FakeBedrock:{port}", daemon=True
-        )
-        self._thread.start()
-
-    # -- script ----------------------------------------------------------------------------
+        super().__init__(turns, chunk_size=chunk_size, chunk_delay=chunk_delay, host=host)
+        self.endpoint_url = f"http://{host}:{self.port}"
 
     def add_turns(self, *turns: TurnSource) -> FakeBedrock:
         """Append turns to the script (returns self)."""
-        with self._lock:
-            self._script.extend(turns)
+        super().add_turns(*turns)
         return self
-
-    @property
-    def remaining_turns(self) -> int:
-        """Scripted turns not used yet (0 when the script is a single callable)."""
-        with self._lock:
-            return len(self._script)
-
-    def _next_turn(self, body: dict[str, Any]) -> Mapping[str, Any] | None:
-        with self._lock:
-            if self._script:
-                source: TurnSource | None = self._script.pop(0)
-            else:
-                source = self._responder
-        if source is None:
-            return None
-        turn = source(body) if callable(source) else source
-        if isinstance(turn, str):
-            return {"text": turn}
-        return turn
-
-    def _record(self, record: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(record)
-
-    # -- hanging streams -------------------------------------------------------------------
-
-    def _hang_started(self) -> None:
-        with self._hang_cond:
-            self._hanging += 1
-            self._hangs_total += 1
-            self._hang_cond.notify_all()
-
-    def _hang_ended(self) -> None:
-        with self._hang_cond:
-            self._hanging -= 1
-            self._hang_cond.notify_all()
-
-    def _stream_started(self) -> None:
-        with self._hang_cond:
-            self._streams_open += 1
-
-    def _stream_ended(self) -> None:
-        with self._hang_cond:
-            self._streams_open -= 1
-            self._hang_cond.notify_all()
-
-    def wait_hanging(self, timeout: float = 10.0, count: int = 1) -> bool:
-        """Wait until ``count`` streams (in total) have reached their ``hang_after`` point.
-
-        Returns False on timeout.
-        """
-        with self._hang_cond:
-            return self._hang_cond.wait_for(lambda: self._hangs_total >= count, timeout)
-
-    def wait_streams_ended(self, timeout: float = 10.0) -> bool:
-        """Wait until every ``ConverseStream`` reply so far has ended (any outcome)."""
-        with self._hang_cond:
-            return self._hang_cond.wait_for(lambda: self._streams_open == 0, timeout)
-
-    @property
-    def hanging(self) -> int:
-        """Number of streams currently blocked at their ``hang_after`` point."""
-        with self._lock:
-            return self._hanging
-
-    def release(self) -> None:
-        """Let hung streams (and later ones) go on and complete normally."""
-        self._released.set()
-
-    # -- clients ---------------------------------------------------------------------------
 
     def client(self, *, retries: int = 1, read_timeout: float = 30, **kwargs: Any) -> Any:
         """A real boto3 ``bedrock-runtime`` client for this server (imports boto3).
@@ -861,46 +575,10 @@ class FakeBedrock:
         Unclosed boto3 clients leave pooled sockets to the garbage collector, which reports
         them as ``ResourceWarning``. Returns ``client``.
         """
-        with self._lock:
-            self._clients.append(client)
-        return client
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def _track(self, connection: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            if add:
-                self._connections.add(connection)
-            else:
-                self._connections.discard(connection)
-
-    def close(self) -> None:
-        """Stop the server: end hung and paced streams, drop connections, join all threads."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stopping.set()
-        with self._lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            client.close()  # closes pooled client sockets (no ResourceWarning later)
-        self._server.shutdown()  # stops serve_forever, no new connections are accepted
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            # Wakes handlers blocked reading the next request on a keep-alive connection.
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._server.server_close()  # closes the socket and joins the handler threads
-        self._thread.join()
+        return super().track_client(client)
 
     def __enter__(self) -> FakeBedrock:
         return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"FakeBedrock({self.endpoint_url!r}, requests={len(self.requests)}, remaining={self.remaining_turns})"

@@ -27,10 +27,12 @@ from .policy import category_of, decide, resolve_mode
 from .settings import security_for
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ..context import Context
     from ..middleware import CallNext
 
-__all__ = ["check_permission", "permission_middleware"]
+__all__ = ["check_permission", "permission_middleware", "permit"]
 
 #: The id of the invocation whose check already passed, while its inner layers run.
 _checked: ContextVar[str | None] = ContextVar("agent_apps_permission_checked", default=None)
@@ -53,25 +55,45 @@ async def check_permission(ctx: Context) -> None:
     skill = ctx.skill
     if skill.kind == "callback" or skill.is_middleware:
         return
-    category = category_of(skill.metadata)
-    security = security_for(ctx)
+    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
+    await permit(
+        ctx,
+        skill.name,
+        category_of(skill.metadata),
+        dict(ctx.args),
+        chain=chain,
+        security=security_for(ctx),
+        gate=ctx.internals.get("approval_gate"),
+    )
+
+
+async def permit(
+    ctx: Context,
+    name: str,
+    category: str | None,
+    args: dict[str, Any],
+    *,
+    chain: tuple[str, ...] = (),
+    security: dict[str, Any] | None = None,
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None = None,
+) -> None:
+    """Raise :class:`PermissionDenied` unless the policy (or a human) allows calling
+    ``name`` (of ``category``) with ``args``, seen from ``ctx``. Also for actions that
+    are not skills: an ACP agent CLI asking to run one of its own tools. ``gate`` is the
+    invocation's approval gate (see above), which then finds the approver itself; a
+    ``skip`` answer raises :class:`CallSkipped`."""
+    security = security_for(ctx) if security is None else security
     mode = resolve_mode(security, approval.session_mode())
-    decision = decide(skill.name, category, security, mode)
+    decision = decide(name, category, security, mode)
     if decision.action == "allow":
         return
-    event = {"type": "permission", "skill": skill.name, "category": category, "mode": mode, "rule": decision.rule}
+    event = {"type": "permission", "skill": name, "category": category, "mode": mode, "rule": decision.rule}
     if decision.action == "deny":
         ctx.manager.emit("security", {**event, "decision": "deny"})
         hint = "" if mode == "interactive" else "; a job can allow it by listing it in security.policy.unattended.allow"
-        raise PermissionDenied(
-            skill.name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=skill.name
-        )
-    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
-    gate = ctx.internals.get("approval_gate")
-    request = approval.ApprovalRequest(
-        skill.name, dict(ctx.args), category, mode, decision.rule, chain, can_skip=gate is not None
-    )
-    if gate is not None:  # it finds the approver itself
+        raise PermissionDenied(name, f"not permitted in {mode} mode{hint}", rule=decision.rule, resource=name)
+    request = approval.ApprovalRequest(name, args, category, mode, decision.rule, chain, can_skip=gate is not None)
+    if gate is not None:
         verdict = await gate(request)
     else:
         approver = approval.find_approver(ctx._cm)
@@ -79,21 +101,21 @@ async def check_permission(ctx: Context) -> None:
     if verdict is None:
         ctx.manager.emit("security", {**event, "decision": "deny", "reason": "no approver"})
         raise PermissionDenied(
-            skill.name,
+            name,
             f"needs human approval in {mode} mode and no approver is available "
             "(no terminal, no approval.session() or set_approver())",
             rule=decision.rule,
-            resource=skill.name,
+            resource=name,
         )
     action, reason = verdict
     outcome = {"approve": "approved", "skip": "skipped"}.get(action, "refused")
     ctx.manager.emit("security", {**event, "decision": outcome, "reason": reason})
     if action == "skip":
-        raise CallSkipped(skill.name, rule=decision.rule)
+        raise CallSkipped(name, rule=decision.rule)
     if action != "approve":
         raise PermissionDenied(
-            skill.name,
+            name,
             "refused by the approver" + (f": {reason}" if reason else ""),
             rule=decision.rule,
-            resource=skill.name,
+            resource=name,
         )

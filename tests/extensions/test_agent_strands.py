@@ -288,18 +288,6 @@ async def test_unknown_profile(run):
     assert "profile 'no-such-profile'" in text
 
 
-@pytest.mark.parametrize(
-    ("provider", "module"), [("openai", "openai"), ("anthropic", "anthropic"), ("litellm", "litellm")]
-)
-async def test_missing_extra_names_the_pip_extra(run, provider, module):
-    if importlib.util.find_spec(module) is not None:
-        pytest.skip(f"{module} is installed")
-    with pytest.raises(AgentAppsError) as info:
-        await run(config={"provider": provider, "model_id": "some-model"})
-    text = one_line(info.value)
-    assert f"pip install 'agent-apps[{provider}]'" in text
-
-
 async def test_unknown_provider(run):
     with pytest.raises(AgentAppsError, match="unknown model.provider 'palm'"):
         await run(config={"provider": "palm"})
@@ -404,7 +392,7 @@ def test_describing_the_provider_imports_nothing_heavy(tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-# -- other providers: the mapping from config to Strands' model classes -------------------------
+# -- other providers (end to end: tests/extensions/test_model_providers.py) -----------------------
 
 
 @pytest.fixture
@@ -437,46 +425,6 @@ def stub_model_class(monkeypatch):
         return Stub
 
     return install
-
-
-def test_openai_compatible_local_server(models_module, stub_model_class, monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    stub_model_class("openai", "OpenAIModel")
-    built = models_module.build_model(
-        {
-            "provider": "openai",
-            "model_id": "qwen2.5-coder:14b",
-            "base_url": "http://localhost:11434/v1",
-            "temperature": 0.1,
-            "max_tokens": 1000,
-        }
-    )
-    assert built.model.kwargs == {
-        "client_args": {"base_url": "http://localhost:11434/v1", "api_key": "not-needed"},
-        "model_id": "qwen2.5-coder:14b",
-        "params": {"temperature": 0.1, "max_tokens": 1000},
-        "stream": True,
-    }
-
-
-def test_anthropic_and_litellm_mapping(models_module, stub_model_class):
-    stub_model_class("anthropic", "AnthropicModel")
-    stub_model_class("litellm", "LiteLLMModel")
-    anthropic = models_module.build_model({"provider": "anthropic", "model_id": "claude-x", "api_key": "k"})
-    assert anthropic.model.kwargs == {
-        "client_args": {"api_key": "k"},
-        "model_id": "claude-x",
-        "max_tokens": 4096,
-        "params": None,
-    }
-    litellm = models_module.build_model(
-        {"provider": "litellm", "model_id": "mistral/large", "base_url": "http://proxy:4000", "top_p": 0.5}
-    )
-    assert litellm.model.kwargs == {
-        "client_args": {"api_base": "http://proxy:4000"},
-        "model_id": "mistral/large",
-        "params": {"top_p": 0.5},
-    }
 
 
 def test_other_providers_need_a_model_id(models_module, stub_model_class):

@@ -1,25 +1,25 @@
 """The default agent provider: the Strands Agents loop on Amazon Bedrock.
 
 It builds a Strands model from the cascaded ``model`` config (Bedrock by default;
-``model.provider`` picks ``anthropic``, ``openai`` or ``litellm``), gives it the one
+``model.provider`` picks ``anthropic``, ``openai``, ``ollama`` or ``litellm``), gives it the one
 ``invoke`` tool, runs the Strands loop and reports every step of it through the hook
 protocol of the ``agent`` skill (see ``agent_apps/agent/run.py``). No business logic
 lives here: tool filtering, structured returns and limits are the ``agent`` skill's.
 
 Config keys (``model.*``)::
 
-    provider: bedrock            # bedrock | anthropic | openai | litellm
+    provider: bedrock            # bedrock | anthropic | openai | ollama | litellm
     model_id: us.anthropic.claude-sonnet-4-5-20250929-v1:0
     region: us-east-1            # Bedrock: else AWS_REGION, the profile's region, us-west-2
     profile: my-profile          # Bedrock: an AWS profile, else the default credential chain
     endpoint_url: https://...    # Bedrock: a VPC endpoint or a local fake
-    base_url: http://localhost:11434/v1   # openai/anthropic/litellm: the server to talk to
+    base_url: http://localhost:11434      # anthropic/openai/ollama/litellm: the server to talk to
     api_key: ...                 # else the provider's own environment variable
     temperature: 0.2
     max_tokens: 4096
     top_p: 0.9
     streaming: true              # false: one Converse call per turn (not abortable mid-call)
-    read_timeout: 60             # Bedrock: seconds a socket read may stall
+    read_timeout: 60             # seconds a socket read may stall
     connect_timeout: 10          # Bedrock: seconds to connect
     params: {}                   # extra request fields for the model
     prompt_cache: true           # a cache point after the stable prompt prefix (default: where supported)
@@ -33,7 +33,7 @@ Strands and boto3 are imported only when this provider runs (``docs/providers.md
 frontmatter = {
     "name": "agent-strands",
     "description": "Agent provider on Strands Agents: Amazon Bedrock by default, or Anthropic, OpenAI-compatible "
-    "servers and LiteLLM through model.provider.",
+    "servers, Ollama and LiteLLM through model.provider.",
     "params": {
         "type": "object",
         "properties": {

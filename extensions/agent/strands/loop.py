@@ -25,7 +25,9 @@ conversation, converted to Converse messages by :mod:`.history`.
 
 Everything runs on the caller's event loop: ``stream_async`` is iterated here, hooks
 and the tool are coroutines on the same loop. Cancellation (``ctx.signal``) sets the
-invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream.
+invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream; the HTTP APIs'
+clients (Anthropic, OpenAI, Ollama, LiteLLM) read on the event loop, so their stream is
+cut by cancelling the task that reads it.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ async def run(ctx: Any, args: dict[str, Any]) -> Any:
         session = Session(ctx, args, config, built)
         return await session.run()
     finally:
-        built.close()
+        await built.aclose()
 
 
 class Session(HookProvider):
@@ -104,6 +106,10 @@ class Session(HookProvider):
         #: A model error the agent policy chose not to retry.
         self.failure: Exception | None = None
         self.cancel_event = threading.Event()
+        #: The task reading a model stream on the event loop, while it does (streams_on_loop).
+        self._reader: asyncio.Task[Any] | None = None
+        self._reader_cut = False
+        self._loop = asyncio.get_running_loop()
         # every model call goes through the hook (model-call, model-response)
         model = ReportedModel(
             built.model,
@@ -161,6 +167,8 @@ class Session(HookProvider):
     async def _invoke(self, message: str | None) -> str | None:
         """One Strands invocation; returns its stop reason."""
         stop_reason = None
+        if self.built.streams_on_loop:
+            self._reader = asyncio.current_task()
         try:
             async for event in self.agent.stream_async(message, cancel_signal=self.cancel_event):
                 if self.fatal is not None or self.failure is not None:
@@ -171,12 +179,19 @@ class Session(HookProvider):
                     await self.hook({"type": "reasoning", "text": event["reasoningText"], "delta": True})
                 elif "result" in event:
                     stop_reason = getattr(event["result"], "stop_reason", None)
+        except asyncio.CancelledError:
+            if not self._reader_cut:  # not ours: Ctrl-C or the caller cancelling the task
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            raise Cancelled(self.ctx.signal.reason or "cancelled") from None
         except Exception as exc:
             self._raise_recorded()
             if self.ctx.signal.cancelled:
                 raise Cancelled(self.ctx.signal.reason or "cancelled") from None
             # a configuration problem, not a bug: one line (the original is ``.original``)
             raise classify(exc, self.built).error(exc) from None
+        finally:
+            self._reader = None
         self._raise_recorded()
         return stop_reason
 
@@ -205,6 +220,14 @@ class Session(HookProvider):
     def _on_cancel(self, reason: str) -> None:  # any thread
         self.cancel_event.set()
         self.built.abort()
+        if self._reader is not None:
+            self._loop.call_soon_threadsafe(self._cut_reader)
+
+    def _cut_reader(self) -> None:
+        reader = self._reader
+        if reader is not None and not self._reader_cut:
+            self._reader_cut = True
+            reader.cancel()
 
     def _done(self) -> bool:
         return self.fatal is not None or self.failure is not None or self.cancel_event.is_set()

@@ -10,12 +10,13 @@ import importlib
 import os
 import socket
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_apps.errors import AgentAppsError
 
-PROVIDERS = ("bedrock", "anthropic", "openai", "litellm")
+PROVIDERS = ("bedrock", "anthropic", "openai", "ollama", "litellm")
 DEFAULT_REGION = "us-west-2"
 #: Anthropic's API requires max_tokens; the other providers default to the model's own.
 DEFAULT_MAX_TOKENS = 4096
@@ -79,7 +80,12 @@ class Built:
     region: str | None = None
     endpoint_url: str | None = None
     streaming: bool = True
+    #: The client streams on the event loop (httpx): a stalled reply is aborted by
+    #: cancelling the task that reads it, not by cutting a socket from another thread.
+    streams_on_loop: bool = False
     _client: Any = None
+    #: Releases what the model's library keeps beyond the run (awaited by :meth:`aclose`).
+    _release: Callable[[], Awaitable[None]] | None = None
     _responses: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _aborted: bool = False
@@ -99,6 +105,12 @@ class Built:
                 self._client.close()
             except Exception:  # closing is best effort
                 pass
+
+    async def aclose(self) -> None:
+        """:meth:`close`, and release the library's own clients (on the run's loop)."""
+        self.close()
+        if self._release is not None:
+            await self._release()
 
 
 def _cut(raw: Any) -> None:
@@ -123,7 +135,8 @@ def build_model(config: dict[str, Any]) -> Built:
         raise ProviderError(
             f"unknown model.provider {provider!r}: use one of {', '.join(PROVIDERS)}", code="UnknownProvider"
         )
-    return {"bedrock": _bedrock, "anthropic": _anthropic, "openai": _openai, "litellm": _litellm}[provider](config)
+    builders = {"bedrock": _bedrock, "anthropic": _anthropic, "openai": _openai, "ollama": _ollama, "litellm": _litellm}
+    return builders[provider](config)
 
 
 def _sampling(config: dict[str, Any]) -> dict[str, Any]:
@@ -238,21 +251,57 @@ def _model_id(config: dict[str, Any], provider: str, example: str) -> str:
     return str(model_id)
 
 
+def _read_timeout(config: dict[str, Any]) -> float:
+    return float(config.get("read_timeout") or DEFAULT_READ_TIMEOUT)
+
+
+def _api_key(config: dict[str, Any], provider: str, variable: str) -> dict[str, Any]:
+    """The key for an HTTP API: ``model.api_key``, else the SDK reads ``variable``; a
+    local server (``base_url`` set) needs none, a public API does (say so now, not at
+    the first model call)."""
+    if config.get("api_key"):
+        return {"api_key": config["api_key"]}
+    if os.environ.get(variable):
+        return {}
+    if config.get("base_url"):
+        return {"api_key": "not-needed"}  # local servers (Ollama, vLLM, llama.cpp) ignore it
+    raise ProviderError(
+        f"model.provider {provider!r} needs an API key: export {variable}, or set model.api_key "
+        "(or model.base_url for a local server)",
+        code="NoCredentials",
+    )
+
+
+def _params(config: dict[str, Any], *, max_tokens: bool = True) -> dict[str, Any]:
+    params = {**_sampling(config), **dict(config.get("params") or {})}
+    if max_tokens and config.get("max_tokens"):
+        params.setdefault("max_tokens", int(config["max_tokens"]))
+    return params
+
+
 def _anthropic(config: dict[str, Any]) -> Built:
     try:
         from strands.models.anthropic import AnthropicModel
     except ImportError as exc:
         raise _missing_extra("anthropic", exc) from None
-    client_args = {k: config[k] for k in ("api_key", "base_url") if config.get(k)}
-    params = {**_sampling(config), **dict(config.get("params") or {})}
     model_id = _model_id(config, "anthropic", "claude-sonnet-4-5")
+    client_args: dict[str, Any] = _api_key(config, "anthropic", "ANTHROPIC_API_KEY")
+    if config.get("base_url"):
+        client_args["base_url"] = config["base_url"]
+    # the agent policy retries, through the hook; a stalled read fails after read_timeout
+    client_args.update(max_retries=0, timeout=_read_timeout(config))
+    params = _params(config, max_tokens=False)
     model = AnthropicModel(
         client_args=client_args,
         model_id=model_id,
         max_tokens=int(config.get("max_tokens") or DEFAULT_MAX_TOKENS),
         params=params or None,
     )
-    return Built(model, "anthropic", model_id, endpoint_url=config.get("base_url"))
+    built = Built(model, "anthropic", model_id, endpoint_url=config.get("base_url"), streams_on_loop=True)
+    # The model keeps one client for its life; closed at the run's end, on its loop (left
+    # to the collector, it would close itself on whatever loop runs then).
+    built._release = model.client.close
+    return built
 
 
 def _openai(config: dict[str, Any]) -> Built:
@@ -260,38 +309,92 @@ def _openai(config: dict[str, Any]) -> Built:
         from strands.models.openai import OpenAIModel
     except ImportError as exc:
         raise _missing_extra("openai", exc) from None
-    client_args: dict[str, Any] = {k: config[k] for k in ("api_key", "base_url") if config.get(k)}
-    if "api_key" not in client_args and not os.environ.get("OPENAI_API_KEY") and config.get("base_url"):
-        client_args["api_key"] = "not-needed"  # local servers (Ollama, vLLM, llama.cpp) ignore it
-    params = {**_sampling(config), **dict(config.get("params") or {})}
-    if config.get("max_tokens"):
-        params.setdefault("max_tokens", int(config["max_tokens"]))
     model_id = _model_id(config, "openai", "gpt-4o")
+    client_args: dict[str, Any] = _api_key(config, "openai", "OPENAI_API_KEY")
+    if config.get("base_url"):
+        client_args["base_url"] = config["base_url"]
+    client_args.update(max_retries=0, timeout=_read_timeout(config))
+    params = _params(config)
     model = OpenAIModel(
         client_args=client_args,
         model_id=model_id,
         params=params or None,
         stream=bool(config.get("streaming", True)),
     )
-    return Built(model, "openai", model_id, endpoint_url=config.get("base_url"))
+    return Built(
+        model,
+        "openai",
+        model_id,
+        endpoint_url=config.get("base_url"),
+        streaming=bool(config.get("streaming", True)),
+        streams_on_loop=True,
+    )
+
+
+def _ollama(config: dict[str, Any]) -> Built:
+    try:
+        from strands.models.ollama import OllamaModel
+    except ImportError as exc:
+        raise _missing_extra("ollama", exc) from None
+    client_args: dict[str, Any] = {"timeout": _read_timeout(config)}
+    if config.get("api_key"):  # Ollama has none; a proxy in front of it may
+        client_args["headers"] = {"Authorization": f"Bearer {config['api_key']}"}
+    settings: dict[str, Any] = {"model_id": _model_id(config, "ollama", "qwen2.5-coder:14b"), **_sampling(config)}
+    if config.get("max_tokens"):
+        settings["max_tokens"] = int(config["max_tokens"])
+    if config.get("params"):  # Ollama's model options: num_ctx, top_k, seed...
+        settings["options"] = dict(config["params"])
+    # base_url, else OLLAMA_HOST, else http://localhost:11434 (the ollama client decides)
+    model = OllamaModel(config.get("base_url") or None, ollama_client_args=client_args, **settings)
+    return Built(model, "ollama", settings["model_id"], endpoint_url=config.get("base_url"), streams_on_loop=True)
 
 
 def _litellm(config: dict[str, Any]) -> Built:
+    # LiteLLM downloads a price list from GitHub on import unless told not to: a model
+    # call must not wait for (or fail on) a network fetch nobody asked for.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from strands.models.litellm import LiteLLMModel
     except ImportError as exc:
         raise _missing_extra("litellm", exc) from None
-    client_args: dict[str, Any] = {}
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on errors
+    client_args: dict[str, Any] = {"max_retries": 0, "timeout": _read_timeout(config)}
     if config.get("api_key"):
         client_args["api_key"] = config["api_key"]
     if config.get("base_url"):
         client_args["api_base"] = config["base_url"]
-    params = {**_sampling(config), **dict(config.get("params") or {})}
-    if config.get("max_tokens"):
-        params.setdefault("max_tokens", int(config["max_tokens"]))
+    params = _params(config)
     model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
     model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None)
-    return Built(model, "litellm", model_id, endpoint_url=config.get("base_url"))
+    with _litellm_runs_lock:
+        _litellm_runs[0] += 1
+    built = Built(model, "litellm", model_id, endpoint_url=config.get("base_url"), streams_on_loop=True)
+    built._release = _release_litellm_clients
+    return built
+
+
+_litellm_runs = [0]
+_litellm_runs_lock = threading.Lock()
+
+
+async def _release_litellm_clients() -> None:
+    """LiteLLM caches its HTTP clients per event loop and closes them only when they are
+    evicted or collected, which then happens on some later loop (or none): "Event loop
+    is closed" errors. When the last LiteLLM run of the process ends, close them here,
+    on the loop they belong to, and forget them."""
+    with _litellm_runs_lock:
+        _litellm_runs[0] -= 1
+        if _litellm_runs[0]:
+            return
+    import litellm
+
+    try:
+        await litellm.close_litellm_async_clients()
+        litellm.in_memory_llm_clients_cache.flush_cache()
+    except Exception:  # best effort: a client that will not close is left to the collector
+        pass
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -340,7 +443,11 @@ _CREDENTIAL_CODES = {
 
 def classify(exc: BaseException, built: Built) -> ModelFailure:
     """Describe a model-call failure (any provider) for the hook and for the user."""
-    where = f"model {built.model_id!r}" + (f" in region {built.region!r}" if built.region else "")
+    where = f"model {built.model_id!r}"
+    if built.region:
+        where += f" in region {built.region!r}"
+    elif built.endpoint_url and built.provider != "bedrock":
+        where += f" at {built.endpoint_url}"
     # strands wraps some errors (throttling, context overflow): look at the whole chain
     chain: list[BaseException] = []
     current: BaseException | None = exc
@@ -373,6 +480,10 @@ def classify(exc: BaseException, built: Built) -> ModelFailure:
         message = _one_line(details.get("Message") or client_error)
         return _classify_code(code, message, where, built)
 
+    status = _http_status(chain)
+    if status is not None:
+        return _classify_status(status, _one_line(exc), where, built)
+
     if names & {"ModelThrottledException", "RateLimitError"}:
         return ModelFailure(
             "ThrottlingException",
@@ -403,6 +514,11 @@ def classify(exc: BaseException, built: Built) -> ModelFailure:
         "InternalServerError",
         "ServiceUnavailableError",
         "Timeout",
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "RemoteProtocolError",
+        "ConnectionError",
     }
     kind = next((type(e).__name__ for e in chain if type(e).__name__ in transient), None)
     if kind is not None:
@@ -423,6 +539,90 @@ def classify(exc: BaseException, built: Built) -> ModelFailure:
         )
     kind = type(exc).__name__
     return ModelFailure(kind, _one_line(exc), False, f"{where} failed: {kind}: {_one_line(exc)}")
+
+
+#: Error types and codes reported in a body (an error inside a stream has no status of its own).
+_BODY_STATUS = {
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "overloaded_error": 529,
+    "api_error": 500,
+    "server_error": 500,
+    "authentication_error": 401,
+    "invalid_api_key": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+}
+_API_NAMES = {"anthropic": "the Anthropic API", "openai": "the OpenAI API", "ollama": "Ollama", "litellm": "LiteLLM"}
+_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_OVERFLOW_WORDS = ("context length", "context window", "too long", "maximum context", "context_length_exceeded")
+
+
+def _http_status(chain: list[BaseException]) -> int | None:
+    """The HTTP status of an HTTP API's error (the SDKs of Anthropic, OpenAI, Ollama and
+    LiteLLM all carry ``status_code``); for an error reported inside a stream (status
+    200 or -1, or none), the status its body's error type stands for."""
+    for error in chain:
+        status = getattr(error, "status_code", None)
+        in_stream = status in (200, -1) or (status is None and type(error).__name__ == "APIError")
+        if isinstance(status, int) and not in_stream:
+            return status
+        if in_stream:
+            body = getattr(error, "body", None)
+            if isinstance(body, dict):
+                inner = body.get("error")
+                details = inner if isinstance(inner, dict) else body
+                for key in ("type", "code"):
+                    known = _BODY_STATUS.get(str(details.get(key)))
+                    if known:
+                        return known
+            return 500  # the stream broke on the server's side
+    return None
+
+
+def _classify_status(status: int, message: str, where: str, built: Built) -> ModelFailure:
+    """An HTTP API's error, by status: the same retry decisions as Bedrock's codes."""
+    api = _API_NAMES.get(built.provider, built.provider)
+    if status == 429:
+        return ModelFailure(
+            "ThrottlingException",
+            message,
+            True,
+            f"{api} kept rate-limiting {where} ({message}): wait, raise your rate limit, or lower the request rate",
+        )
+    if status in (408, 409) or status >= 500:
+        return ModelFailure(
+            "ServiceUnavailableException", message, True, f"{api} failed on {where} (status {status}: {message})"
+        )
+    if status in (401, 403):
+        variable = _KEY_VARIABLES.get(built.provider, "the provider's API key variable")
+        return ModelFailure(
+            "AuthenticationError",
+            message,
+            False,
+            f"{api} rejected the credentials for {where} (status {status}: {message}): set model.api_key or {variable}",
+        )
+    if status == 404:
+        hint = f" (`ollama pull {built.model_id}`)" if built.provider == "ollama" else ""
+        return ModelFailure(
+            "NotFoundError",
+            message,
+            False,
+            f"{where} was not found ({message}): set model.model_id to a model {api} serves{hint}",
+        )
+    if any(word in message.lower() for word in _OVERFLOW_WORDS):
+        return ModelFailure(
+            "ContextWindowOverflowException",
+            message,
+            False,
+            f"the conversation no longer fits the context window of {where}: set model.context_edit: true, "
+            "or use a model with a larger window",
+        )
+    line = f"{api} rejected the request for {where} (status {status}: {message})"
+    return ModelFailure("BadRequest", message, False, line)
 
 
 def _classify_code(code: str, message: str, where: str, built: Built) -> ModelFailure:

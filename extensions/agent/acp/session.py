@@ -1,0 +1,723 @@
+"""An Agent Client Protocol agent CLI as the model loop (imported only when it runs).
+
+The CLI (Kiro, Gemini, Claude Code's adapter, any ACP agent) runs its own model loop:
+agent-apps is its *client*. For one agent run this module
+
+1. serves the one ``invoke`` tool on an MCP endpoint of its own (streamable HTTP on the
+   loopback, a random port, a per-run bearer token; closed when the run ends);
+2. spawns the CLI (``model.command``, ``model.env``, ``model.cwd``) in its own process
+   group, ``initialize``\\ s it and opens a session whose ``mcpServers`` is that endpoint
+   (or, when the agent does not declare ``mcpCapabilities.http``, a stdio bridge to it);
+3. sends the system prompt, the session's earlier messages and the task as the first
+   prompt, and maps what the CLI streams onto the hook protocol.
+
+How protocol points map onto ACP:
+
+=============  ===========================================================================
+turn-start     before each ``session/prompt``, and when the agent speaks or calls again
+               after a tool result (its own next model call: ACP does not mark them)
+message        ``agent_message_chunk`` (``delta: true``)
+reasoning      ``agent_thought_chunk``
+tool-call      the CLI calls ``invoke`` on our MCP endpoint (``deny`` answers it with an
+               error result); the id is the CLI's ``toolCallId`` when it announced the call
+tool-result    after the code ran, before the CLI gets the result
+turn-end       when the next turn starts, or ``session/prompt`` returns. ``stop`` cancels
+               the prompt (``session/cancel``); ``continue`` after the prompt returned
+               sends the next prompt in the same session (``message``, else "Continue.")
+error, retry   ``session/prompt`` failed (JSON-RPC error): the policy decides; a retry
+               sends the same prompt again
+=============  ===========================================================================
+
+The CLI's own tools (file edits, shell...) are not ours to run: its
+``session/request_permission`` goes through the security policy under the name
+``acp-KIND`` (``acp-edit``, ``acp-execute``...) with a category from the ACP tool kind.
+Token usage comes from ``session/prompt`` when the agent reports it; else it is
+estimated (four characters a token) and marked ``estimated: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shlex
+import signal as _signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import acp
+import mcp_types as types
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    EnvVariable,
+    HttpHeader,
+    HttpMcpServer,
+    Implementation,
+    McpServerStdio,
+    RequestPermissionResponse,
+)
+
+from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.errors import AgentAppsError, Cancelled
+from agent_apps.mcp.server import expose_refs
+from agent_apps.tools.errors import PermissionDenied
+from agent_apps.tools.middleware import permit
+from agent_apps.tools.subprocess import build_env
+
+log = logging.getLogger("agent_apps.acp")
+
+DEFAULT_STARTUP_TIMEOUT = 30.0
+#: How long a cancelled prompt may take to end before the process is killed.
+CANCEL_GRACE = 5.0
+#: How long an ``invoke`` call waits for the CLI's announcement of it (its ``tool_call``
+#: update), so that everything the CLI said before the call is reported before it.
+ANNOUNCE_WAIT = 0.5
+_CONTINUE = "Continue."
+_STDIO_LIMIT = 50 * 1024 * 1024
+_NOISE_LINES = 5
+#: ACP tool kinds as permission categories (the security policy's words).
+CATEGORIES = {
+    "read": "read",
+    "search": "read",
+    "think": "read",
+    "fetch": "read",
+    "edit": "write",
+    "delete": "write",
+    "move": "write",
+    "execute": "write",  # as the bundled `shell` tool
+}
+_DONE = object()  # the end of a prompt's updates
+_UNSET: Any = object()
+
+
+class AcpError(AgentAppsError):
+    """The ACP agent CLI cannot be used: not installed, exited, another protocol, failed."""
+
+    def __init__(self, skill: str, message: str, *, code: str | None = None) -> None:
+        super().__init__(f"{skill}: {message}", skill=skill)
+        self.reason = message
+        self.code = code
+
+
+def command_of(config: dict[str, Any], skill: str, default: list[str] | None) -> list[str]:
+    """``model.command`` (a string is split like a shell would, without running one)."""
+    command = config.get("command") or default
+    if isinstance(command, str):
+        command = shlex.split(command)
+    if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
+        raise AcpError(
+            skill,
+            "model.command must name the ACP agent CLI to run, as a string or a list "
+            "(for example 'kiro-cli acp' or ['gemini', '--acp'])",
+            code="NoCommand",
+        )
+    return command
+
+
+async def run(ctx: Any, args: dict[str, Any], *, skill: str, default_command: list[str] | None = None) -> Any:
+    config = dict(args.get("config") or {})
+    return await AcpRun(ctx, args, config, command_of(config, skill, default_command), skill).run()
+
+
+class AcpRun:
+    """One provider run: the CLI process, its ACP session and the hook protocol state."""
+
+    def __init__(self, ctx: Any, args: dict[str, Any], config: dict[str, Any], command: list[str], skill: str) -> None:
+        self.ctx = ctx
+        self.skill = skill
+        self.config = config
+        self.command = command
+        self.shown = shlex.join(command)
+        self.hook_ref: str = args["hook_ref"]
+        self.invoke_ref: str = args["invoke_ref"]
+        self.first_prompt = _first_prompt(args)
+        self.startup_timeout = float(config.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
+        self.cwd = str(Path(config.get("cwd") or ctx.manager.context_manager.cwd).expanduser().resolve())
+        self.process: asyncio.subprocess.Process | None = None
+        self.stderr: Any = None
+        self.noise: list[str] = []
+        self.conn: Any = None
+        self.session_id: str | None = None
+        self.lock = asyncio.Lock()
+        self.updates: asyncio.Queue[Any] = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        # the protocol state
+        self.turn = 0
+        self.turn_text = ""
+        self.results_seen = False  # a tool result in this turn: the agent's next output is a new turn
+        self.conversation_chars = 0  # estimates: what each model call re-reads
+        self.segment_in = 0
+        self.segment_out = 0
+        self.round_estimates = {"input_tokens": 0, "output_tokens": 0}
+        self.announced: list[tuple[str, str]] = []  # (code, toolCallId) announced, not yet called
+        self.announcing: bool | None = None  # does this CLI announce its invoke calls?
+        self.announcement = asyncio.Event()
+        self.calls = 0
+        self.stopped: Any = _UNSET
+        self.fatal: BaseException | None = None
+        self.cancel_sent: float | None = None
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self) -> Any:
+        ctx = self.ctx
+        stop_listening = ctx.signal.add_callback(self._on_cancel)
+        ref = ctx.manager.callback(
+            self._invoke_tool,
+            name="invoke",
+            params=INVOKE_TOOL["input_schema"],
+            description=INVOKE_TOOL["description"],
+        )
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                endpoint = await stack.enter_async_context(
+                    expose_refs(ctx, {"invoke": ref}, render=_tool_result, elicit=False)
+                )
+                reader = await stack.enter_async_context(self._spawn())
+                assert self.process is not None and self.process.stdin is not None
+                self.conn = acp.connect_to_agent(_Client(self), self.process.stdin, reader)
+                stack.push_async_callback(self._close_connection)
+                init = await self._startup(
+                    self.conn.initialize(
+                        protocol_version=acp.PROTOCOL_VERSION,
+                        client_capabilities=ClientCapabilities(),
+                        client_info=Implementation(name="agent-apps", version=_version()),
+                    ),
+                    "initialize",
+                )
+                if init.protocol_version != acp.PROTOCOL_VERSION:
+                    raise AcpError(
+                        self.skill,
+                        f"the ACP agent `{self.shown}` speaks ACP protocol version {init.protocol_version}; "
+                        f"agent-apps speaks version {acp.PROTOCOL_VERSION}: use a version of the agent that "
+                        f"supports protocol {acp.PROTOCOL_VERSION}",
+                        code="ProtocolVersion",
+                    )
+                server = self._mcp_server(init, endpoint)
+                session = await self._startup(self.conn.new_session(cwd=self.cwd, mcp_servers=[server]), "session/new")
+                self.session_id = session.session_id
+                return await self._loop()
+        finally:
+            stop_listening()
+            ctx.manager.context_manager.release(ref)
+
+    async def _loop(self) -> Any:
+        ctx = self.ctx
+        blocks = self.first_prompt
+        self.conversation_chars = sum(len(text) for text in blocks)
+        attempt = 0
+        while True:
+            ctx.signal.raise_if_cancelled()
+            if attempt == 0:
+                async with self.lock:
+                    await self._turn_start()
+            response, error = await self._prompt(blocks)
+            self._raise_recorded()
+            if self.stopped is not _UNSET:
+                return self.stopped
+            if ctx.signal.cancelled or (response is not None and response.stop_reason == "cancelled"):
+                raise Cancelled(ctx.signal.reason or "cancelled")
+            if error is not None:
+                attempt += 1
+                if not await self._retry(error, attempt):
+                    raise AcpError(self.skill, f"the ACP agent `{self.shown}` failed: {error}", code="AgentError")
+                continue
+            attempt = 0
+            async with self.lock:
+                directive = await self._turn_end(_reported_usage(response), getattr(response, "stop_reason", None))
+            if directive.get("stop"):
+                return directive.get("result", self.turn_text)
+            if not directive.get("continue"):
+                return self.turn_text
+            message = str(directive.get("message") or _CONTINUE)
+            blocks = [message]
+            self.conversation_chars += len(message)
+
+    async def _prompt(self, texts: list[str]) -> tuple[Any, str | None]:
+        """Send one prompt and report what the agent streams until it returns; returns
+        ``(response, None)`` or ``(None, error message)``."""
+        prompt = [acp.text_block(text) for text in texts]
+        task = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=prompt))
+        task.add_done_callback(lambda _: self.updates.put_nowait(_DONE))
+        while True:
+            timeout = None
+            if self.cancel_sent is not None:
+                timeout = max(0.0, self.cancel_sent + CANCEL_GRACE - time.monotonic())
+            try:
+                item = await asyncio.wait_for(self.updates.get(), timeout)
+            except TimeoutError:  # the agent ignores session/cancel: the process is killed on the way out
+                task.cancel()
+                return None, None
+            if item is _DONE:
+                break
+            if self._over():
+                continue
+            try:
+                async with self.lock:
+                    await self._on_update(item)
+            except BaseException as exc:  # a hook raised (a limit, a cancellation): end the run with it
+                self._fail(exc)
+        if task.cancelled():
+            return None, None
+        exc = task.exception()
+        if exc is None:
+            return task.result(), None
+        if isinstance(exc, acp.RequestError):
+            return None, _one_line(f"{exc} {json.dumps(exc.data) if exc.data else ''}")
+        if isinstance(exc, ConnectionError) and not self._over():
+            raise await self._exited("during the run")
+        return None, _one_line(f"{type(exc).__name__}: {exc}")
+
+    async def _retry(self, error: str, attempt: int) -> bool:
+        failure = {"type": "AgentError", "message": error, "retryable": False}
+        directive = await self.hook({"type": "error", "error": failure, "attempt": attempt})
+        if not directive.get("retry"):
+            return False
+        delay = max(0.0, float(directive.get("delay") or 0))
+        await self.hook({"type": "retry", "attempt": attempt, "delay": delay, "error": failure})
+        if delay:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ctx.signal.wait(), timeout=delay)
+        self.ctx.signal.raise_if_cancelled()
+        return True
+
+    # -- streamed updates ------------------------------------------------------------------------
+
+    async def _on_update(self, update: Any) -> None:
+        kind = getattr(update, "session_update", None)
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
+            text = getattr(update.content, "text", None)
+            if not text:
+                return
+            if not await self._output():
+                return
+            self.segment_out += len(text)
+            self.conversation_chars += len(text)
+            if kind == "agent_message_chunk":
+                self.turn_text += text
+                await self.hook({"type": "message", "text": text, "delta": True})
+            else:
+                await self.hook({"type": "reasoning", "text": text, "delta": True})
+        elif kind == "tool_call":
+            code = _invoke_code(update)
+            if code is None:
+                log.info("%s: the agent runs its own tool %r (%s)", self.skill, update.title, update.kind)
+                await self._output()
+                return
+            self.announcing = True
+            if await self._output():
+                self.announced.append((code, update.tool_call_id))
+                self.announcement.set()
+        elif kind == "tool_call_update" and update.status in ("completed", "failed"):
+            if not any(call_id == update.tool_call_id for _, call_id in self.announced):
+                self.results_seen = True  # one of the agent's own tools finished
+
+    async def _output(self) -> bool:
+        """The agent produced something: after a tool result that starts its next turn.
+        False when the run is over (nothing more is reported)."""
+        if self._over():
+            return False
+        if self.results_seen:
+            directive = await self._turn_end(None, "tool_use")
+            if directive.get("stop"):
+                self._stop(directive.get("result", self.turn_text))
+                return False
+            await self._turn_start()
+        return True
+
+    async def _turn_start(self) -> None:
+        self.turn += 1
+        self.turn_text = ""
+        self.results_seen = False
+        self.segment_in, self.segment_out = self.conversation_chars, 0
+        await self.hook({"type": "turn-start", "turn": self.turn})
+
+    async def _turn_end(self, reported: dict[str, int] | None, stop_reason: str | None) -> dict[str, Any]:
+        estimate = {"input_tokens": -(-self.segment_in // 4), "output_tokens": -(-self.segment_out // 4)}
+        if reported is None:
+            usage: dict[str, Any] = {**estimate, "estimated": True}
+            if stop_reason == "tool_use":  # the round goes on: remember what was reported
+                for key in estimate:
+                    self.round_estimates[key] += estimate[key]
+        else:  # the round's real usage, less what this round's earlier turns reported
+            usage = {key: max(0, value - self.round_estimates.get(key, 0)) for key, value in reported.items()}
+        if stop_reason != "tool_use":
+            self.round_estimates = {"input_tokens": 0, "output_tokens": 0}
+        event: dict[str, Any] = {"type": "turn-end", "turn": self.turn, "result": self.turn_text, "usage": usage}
+        if stop_reason:
+            event["stop_reason"] = stop_reason
+        return await self.hook(event)
+
+    # -- the invoke tool (called by the CLI over MCP) ----------------------------------------------
+
+    async def _invoke_tool(self, cctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        code = args.get("code")
+        if not isinstance(code, str):
+            return {"text": "invoke takes one argument, 'code': a string of Python source.", "error": True}
+        await self._await_announcement(code)
+        async with self.lock:
+            if self._over():
+                return {"text": "The run has ended; no more code runs.", "error": True}
+            call_id = self._announced_id(code)
+            if call_id is None:
+                await self._output()
+                self.calls += 1
+                call_id = f"acp-call-{self.calls}"
+            call = {"type": "tool-call", "tool": INVOKE_TOOL["name"], "args": {"code": code}, "id": call_id}
+            directive = await self._guarded_hook(call)
+            self.segment_out += len(code)
+            if directive is None or directive.get("deny"):
+                reason = directive.get("deny") if directive else "the run has ended"
+                result: dict[str, Any] = {"text": f"Tool call denied: {reason}", "error": True}
+                await self._guarded_hook({**call, "type": "tool-result", "result": result})
+                self.results_seen = True
+                return result
+        try:
+            result = await cctx.manager.invoke(self.invoke_ref, {"code": code})
+        except BaseException as exc:
+            self._fail(exc)
+            return {"text": f"{type(exc).__name__}: {exc}", "error": True}
+        async with self.lock:
+            self.conversation_chars += len(code) + len(str(result.get("text", "")))
+            self.results_seen = True
+            await self._guarded_hook({**call, "type": "tool-result", "result": result})
+        return result
+
+    async def _await_announcement(self, code: str) -> None:
+        if self.announcing is False:
+            return
+        deadline = time.monotonic() + (ANNOUNCE_WAIT * 4 if self.announcing else ANNOUNCE_WAIT)
+        while not any(announced == code for announced, _ in self.announced):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if self.announcing is None:
+                    self.announcing = False  # this CLI does not announce: never wait again
+                return
+            self.announcement.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.announcement.wait(), remaining)
+
+    def _announced_id(self, code: str) -> str | None:
+        for index, (announced, call_id) in enumerate(self.announced):
+            if announced == code:
+                del self.announced[index]
+                return call_id
+        return None
+
+    # -- permissions ------------------------------------------------------------------------------
+
+    async def request_permission(self, tool_call: Any, options: list[Any]) -> RequestPermissionResponse:
+        """The CLI asks before running a tool: ours (``invoke``) is allowed (the sandbox and
+        the pipeline decide what its code may do); its own go through the security policy."""
+        allowed, reason = True, None
+        code = _invoke_code(tool_call)
+        if code is None:
+            kind = tool_call.kind or "other"
+            args = {"title": tool_call.title or kind, "input": _jsonable(tool_call.raw_input)}
+            try:
+                await permit(self.ctx, f"acp-{kind}", CATEGORIES.get(kind, "admin"), args, chain=tuple(self.ctx.chain))
+            except PermissionDenied as exc:
+                allowed, reason = False, str(exc)
+        wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
+        option = next((o for kind in wanted for o in options if o.kind == kind), None)
+        if reason:
+            log.info("%s: refused the agent's %r: %s", self.skill, tool_call.title, reason)
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option.option_id))
+
+    # -- the hook --------------------------------------------------------------------------------
+
+    async def hook(self, event: dict[str, Any]) -> dict[str, Any]:
+        directive = await self.ctx.manager.invoke(self.hook_ref, event)
+        return directive if isinstance(directive, dict) else {}
+
+    async def _guarded_hook(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The hook from the MCP side: an error of ours ends the run (the CLI gets a
+        tool error); None when it did."""
+        try:
+            return await self.hook(event)
+        except BaseException as exc:
+            self._fail(exc)
+            return None
+
+    def _over(self) -> bool:
+        return self.fatal is not None or self.stopped is not _UNSET or self.cancel_sent is not None
+
+    def _stop(self, result: Any) -> None:
+        self.stopped = result
+        self._send_cancel()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+        self._send_cancel()
+
+    def _raise_recorded(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+    # -- cancellation ----------------------------------------------------------------------------
+
+    def _on_cancel(self, reason: str) -> None:  # any thread
+        self.loop.call_soon_threadsafe(self._send_cancel)
+
+    def _send_cancel(self) -> None:
+        """``session/cancel``: the agent ends its prompt with ``cancelled``; the process is
+        killed when the run ends, whatever it does."""
+        if self.cancel_sent is not None:
+            return
+        self.cancel_sent = time.monotonic()
+        if self.conn is not None and self.session_id is not None:
+            future = asyncio.ensure_future(self.conn.cancel(session_id=self.session_id))
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def _close_connection(self) -> None:
+        if self.session_id is not None and self.cancel_sent is None and self.stopped is _UNSET:
+            self._send_cancel()  # the run ends abnormally (an error, task cancellation)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.conn.close(), 2)
+
+    # -- the process -----------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        declared = self.config.get("env")
+        if declared is not None and not isinstance(declared, (dict, list)):
+            raise AcpError(self.skill, "model.env must map variable names to values, or list host variable names")
+        return build_env(declared)
+
+    @contextlib.asynccontextmanager
+    async def _spawn(self) -> AsyncIterator[asyncio.StreamReader]:
+        if not os.path.isdir(self.cwd):
+            raise AcpError(self.skill, f"model.cwd {self.cwd!r} is not a directory", code="BadCwd")
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=self.stderr,
+                env=self._env(),
+                cwd=self.cwd,
+                start_new_session=True,  # its own process group: nothing it starts outlives the run
+                limit=_STDIO_LIMIT,
+            )
+        except FileNotFoundError:
+            self.stderr.close()
+            raise AcpError(
+                self.skill,
+                f"the ACP agent command {self.command[0]!r} is not installed (not found on PATH): install it, "
+                "or set model.command",
+                code="NotInstalled",
+            ) from None
+        except PermissionError:
+            self.stderr.close()
+            raise AcpError(self.skill, f"the ACP agent command {self.command[0]!r} is not executable") from None
+        reader = asyncio.StreamReader(limit=_STDIO_LIMIT)
+        pump = asyncio.ensure_future(self._pump(reader))
+        try:
+            yield reader
+        finally:
+            pump.cancel()
+            await self._stop_process()
+            self.stderr.close()
+
+    async def _pump(self, reader: asyncio.StreamReader) -> None:
+        """The CLI's stdout to the ACP connection, JSON-RPC lines only: anything else is
+        kept (a few lines) to say what the program printed instead."""
+        assert self.process is not None and self.process.stdout is not None
+        try:
+            while line := await self.process.stdout.readline():
+                if line.lstrip().startswith(b"{"):
+                    reader.feed_data(line)
+                elif line.strip() and len(self.noise) < _NOISE_LINES:
+                    self.noise.append(line.decode("utf-8", "replace").strip())
+        except (ValueError, OSError):  # an over-long line, a closed pipe
+            pass
+        finally:
+            reader.feed_eof()
+
+    async def _stop_process(self) -> None:
+        """Close its stdin (ACP agents exit on EOF), then terminate and kill the group."""
+        process = self.process
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(Exception):
+                process.stdin.close()
+        for sig, wait in ((None, 0.5), (_signal.SIGTERM, 2.0), (_signal.SIGKILL, 5.0)):
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, sig)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), wait)
+                if sig is not None or process.returncode is not None:
+                    break
+        # a process that exited on its own may have left children in its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, _signal.SIGKILL)
+
+    async def _startup(self, request: Any, step: str) -> Any:
+        """One startup request, bounded, with the process's exit as a clear error."""
+        assert self.process is not None
+        task = asyncio.ensure_future(request)
+        exited = asyncio.ensure_future(self.process.wait())
+        cancelled = asyncio.ensure_future(self.ctx.signal.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, exited, cancelled}, timeout=self.startup_timeout, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            exited.cancel()
+            cancelled.cancel()
+        if cancelled in done:
+            task.cancel()
+            raise Cancelled(self.ctx.signal.reason or "cancelled")
+        if task in done and task.exception() is None:
+            return task.result()
+        if task in done and isinstance(task.exception(), acp.RequestError):
+            raise AcpError(self.skill, f"the ACP agent `{self.shown}` refused {step}: {task.exception()}")
+        task.cancel()
+        if exited in done or task in done:
+            raise await self._exited(f"before answering {step}")
+        if self.noise:
+            raise AcpError(
+                self.skill,
+                f"`{self.shown}` does not speak the Agent Client Protocol: it printed {self.noise[0]!r} instead of "
+                "JSON-RPC; set model.command to the agent's ACP mode (for example 'kiro-cli acp', 'gemini --acp')",
+                code="NotAcp",
+            )
+        raise AcpError(
+            self.skill,
+            f"the ACP agent `{self.shown}` did not answer {step} within {self.startup_timeout:g} s "
+            "(model.startup_timeout); is model.command the agent's ACP mode?",
+            code="StartupTimeout",
+        )
+
+    async def _exited(self, when: str) -> AcpError:
+        assert self.process is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), 2)
+        status = self.process.returncode
+        said = self._stderr_tail() or (self.noise[-1] if self.noise else "")
+        how = f"exited with status {status}" if status is not None else "closed its output"
+        return AcpError(
+            self.skill, f"the ACP agent `{self.shown}` {how} {when}" + (f": {said}" if said else ""), code="Exited"
+        )
+
+    def _stderr_tail(self) -> str:
+        try:
+            self.stderr.seek(0)
+            text = self.stderr.read()[-4000:].decode("utf-8", "replace")
+            lines = [line for line in text.splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return ""
+        return " / ".join(lines[-3:])
+
+    def _mcp_server(self, init: Any, endpoint: Any) -> Any:
+        """Our endpoint as the session's MCP server: over HTTP when the agent can, else
+        through a stdio bridge it starts (``python -m agent_apps.mcp.bridge``)."""
+        capabilities = getattr(init.agent_capabilities, "mcp_capabilities", None)
+        transport = self.config.get("mcp_transport") or "auto"
+        if transport not in ("auto", "http", "stdio"):
+            raise AcpError(self.skill, f"model.mcp_transport must be auto, http or stdio, not {transport!r}")
+        if transport == "http" or (transport == "auto" and getattr(capabilities, "http", False)):
+            headers = [HttpHeader(name=name, value=value) for name, value in endpoint.headers.items()]
+            return HttpMcpServer(type="http", name="agent-apps", url=endpoint.url, headers=headers)
+        env = [EnvVariable(name=name, value=value) for name, value in endpoint.to_env().items()]
+        return McpServerStdio(name="agent-apps", command=sys.executable, args=["-m", "agent_apps.mcp.bridge"], env=env)
+
+
+class _Client:
+    """The ACP client side the CLI talks to: streamed updates and permission requests.
+    No file system or terminal capabilities are declared, so the CLI uses its own."""
+
+    def __init__(self, run: AcpRun) -> None:
+        self.run = run
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.run.updates.put_nowait(update)  # in arrival order; reported by the prompt loop
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        return await self.run.request_permission(tool_call, options)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _first_prompt(args: dict[str, Any]) -> list[str]:
+    """The system prompt, the session's earlier messages (an ACP session cannot be seeded
+    with history), and the task: one text block each."""
+    blocks = [f"<system-instructions>\n{args['prompt']}\n</system-instructions>"]
+    history = [line for line in (_history_line(m) for m in args.get("messages") or ()) if line]
+    if history:
+        blocks.append("<earlier-conversation>\n" + "\n".join(history) + "\n</earlier-conversation>")
+    blocks.append(args.get("user_message") or "Do the task.")
+    return blocks
+
+
+def _history_line(message: dict[str, Any]) -> str:
+    role, text = message.get("role"), str(message.get("text") or "").strip()
+    if role == "assistant":
+        calls = [f"[invoke]\n{(call.get('input') or {}).get('code', '')}" for call in message.get("tool_calls") or ()]
+        return "\n".join(filter(None, [f"assistant: {text}" if text else "", *calls]))
+    if role == "tool":
+        return f"[{'error' if message.get('error') else 'result'}]\n{text}"
+    if role == "summary":
+        return f"[summary of earlier messages]\n{text}"
+    return f"user: {text}" if text else ""
+
+
+def _invoke_code(tool_call: Any) -> str | None:
+    """The code of a call of our ``invoke`` tool (however the CLI titles MCP tools)."""
+    raw = getattr(tool_call, "raw_input", None)
+    title = str(getattr(tool_call, "title", "") or "")
+    if isinstance(raw, dict) and set(raw) == {"code"} and isinstance(raw["code"], str) and "invoke" in title:
+        return raw["code"]
+    return None
+
+
+def _reported_usage(response: Any) -> dict[str, int] | None:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return None
+    out = {"input_tokens": int(usage.input_tokens), "output_tokens": int(usage.output_tokens)}
+    for source, key in (("cached_read_tokens", "cache_read_tokens"), ("cached_write_tokens", "cache_write_tokens")):
+        if getattr(usage, source, None):
+            out[key] = int(getattr(usage, source))
+    return out
+
+
+def _tool_result(value: Any) -> types.CallToolResult:
+    """The invoke callback's ``{text, error}`` as an MCP tool result."""
+    text = str(value.get("text", "")) if isinstance(value, dict) else str(value)
+    error = bool(value.get("error")) if isinstance(value, dict) else False
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _version() -> str:
+    from agent_apps import __version__
+
+    return __version__

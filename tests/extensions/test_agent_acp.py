@@ -1,0 +1,340 @@
+"""agent-acp for real, offline: a real ACP agent CLI (tests/extensions/acp_agent.py, the
+``acp`` package's agent side) as a subprocess over stdio, reaching the ``invoke`` tool
+through agent-apps' own MCP endpoint with a real MCP client.
+
+The conformance suite runs against this provider too (``TestAcpConformance`` below);
+the other tests cover what is specific to it: the first prompt, turn inference, permissions
+through the security policy, the stdio fallback, history, errors that name the command,
+and that no process outlives the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps.testing.conformance import provider_suite
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(importlib.util.find_spec("acp") is None, reason="needs the 'acp' extra"),
+]
+
+AGENT = Path(__file__).with_name("acp_agent.py")
+
+
+class AcpAgent:
+    """The conformance suite's harness: agent-acp driving a real ACP agent CLI (a
+    subprocess over stdio) whose model plays the script, and which calls ``invoke`` over
+    our MCP endpoint with a real MCP client."""
+
+    name = "agent-acp"
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.runs = 0
+
+    def config(self, turns: list[dict]) -> dict:
+        self.runs += 1
+        path = os.path.join(self.directory, f"script-{self.runs}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(turns, handle)
+        return {"agent": "agent-acp", "command": [sys.executable, str(AGENT), path], "retry_delay": 0}
+
+
+@contextlib.contextmanager
+def acp_agent():
+    with tempfile.TemporaryDirectory(prefix="agent-apps-acp-") as directory:
+        yield AcpAgent(directory)
+
+
+TestAcpConformance = provider_suite(acp_agent, name="TestAcpConformance")
+
+
+@pytest.fixture
+def script_file(tmp_path):
+    count = iter(range(1000))
+
+    def write(turns):
+        path = tmp_path / f"script-{next(count)}.json"
+        path.write_text(json.dumps(turns))
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def events(context_manager):
+    got = []
+    context_manager.events.subscribe("acp-test", lambda topic, event: got.append(event))
+    return got
+
+
+@pytest.fixture
+def run(context_manager, script_file):
+    """``await run(turns, config=..., flags=[...], **agent_args)``: the agent's result."""
+
+    async def run(turns, *, config=None, flags=(), signal=None, **args):
+        call = {"prompt": "You are a test agent.", "user_message": "Do the test.", "events": "acp-test", **args}
+        command = [sys.executable, str(AGENT), script_file(turns), *flags]
+        call["config"] = {"agent": "agent-acp", "command": command, "retry_delay": 0, **(config or {})}
+        return await context_manager.invoke("agent", call, signal=signal)
+
+    return run
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def one_line(exc, *words):
+    text = str(exc)
+    assert "\n" not in text and "Traceback" not in text, text
+    for word in words:
+        assert word in text, text
+    return text
+
+
+# -- the protocol --------------------------------------------------------------------------------
+
+
+async def test_tool_call_then_answer_reported_as_turns(run, events):
+    turns = [
+        {"reasoning": "Count first.", "text": "Counting.", "code": 'print(len("a b c".split()), "words")'},
+        {"text": "There are 3 words."},
+    ]
+    assert await run(turns) == "There are 3 words."
+    kinds = [e["type"] for e in events if e["type"] in ("turn-start", "tool-call", "tool-result", "turn-end")]
+    assert kinds == ["turn-start", "tool-call", "tool-result", "turn-end", "turn-start", "turn-end"]
+    (call,) = of_type(events, "tool-call")
+    assert call["id"] == "call-1"  # the CLI's own toolCallId: it announced the call
+    assert of_type(events, "tool-result")[0]["result"] == "3 words"
+    messages = of_type(events, "agent-message")
+    assert "".join(e["text"] for e in messages if e.get("reasoning")) == "Count first."
+    assert "".join(e["text"] for e in messages if not e.get("reasoning")) == "Counting.There are 3 words."
+    assert all(e["delta"] for e in messages)
+    complete = of_type(events, "agent-complete")[0]
+    assert complete["turns"] == 2 and complete["steps"] == 1
+    assert complete["usage"]["input_tokens"] > 0 and complete["usage"]["output_tokens"] > 0
+
+
+async def test_first_prompt_carries_system_prompt_and_task(run):
+    result = await run([{"echo": "prompt"}], prompt="SYSTEM-PROMPT", user_message="THE-TASK")
+    assert "SYSTEM-PROMPT" in result and result.rstrip().endswith("THE-TASK")
+    assert "invoke" in result  # the policy's tool documentation is part of the system prompt
+
+
+async def test_session_history_reaches_the_first_prompt(context_manager, script_file):
+    # the provider called directly, as the agent skill calls it, with a session's messages
+    hooks = []
+
+    async def hook(ctx, event):
+        hooks.append(event)
+        return {"stop": True, "result": event.get("result")} if event["type"] == "turn-end" else None
+
+    messages = [
+        {"role": "user", "text": "Remember the number 17."},
+        {
+            "role": "assistant",
+            "text": "Noted.",
+            "tool_calls": [{"id": "t1", "name": "invoke", "input": {"code": "x = 17"}}],
+        },
+        {"role": "tool", "tool_call_id": "t1", "name": "invoke", "text": "ok"},
+    ]
+    args = {
+        "prompt": "SYSTEM-PROMPT",
+        "config": {"command": [sys.executable, str(AGENT), script_file([{"echo": "prompt"}])]},
+        "invoke_ref": context_manager.callback(lambda ctx, a: {"text": "", "error": False}),
+        "hook_ref": context_manager.callback(hook),
+        "user_message": "THE-TASK",
+        "messages": messages,
+    }
+    result = await context_manager.invoke("agent-acp", args)
+    assert "user: Remember the number 17." in result and "x = 17" in result and "[result]\nok" in result
+    assert result.index("SYSTEM-PROMPT") < result.index("Remember") < result.index("THE-TASK")
+
+
+async def test_stop_directive_mid_prompt_cancels_the_agent(run, events):
+    # finish() in the first turn: the stop comes when the agent speaks again, and the
+    # rest of its prompt is cancelled (session/cancel)
+    turns = [{"code": "ctx.manager.finish({'ok': True})"}, {"text": "All done."}, {"code": "print('never')"}]
+    assert await run(turns) == {"ok": True}
+    assert "never" not in json.dumps(events)
+    assert not any("All done" in e.get("text", "") for e in of_type(events, "agent-message"))
+
+
+async def test_returns_reminder_is_the_next_prompt_in_the_same_session(run, events):
+    returns = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+    turns = [{"text": "The answer is 3."}, {"echo": "prompt", "code": "ctx.manager.finish({'count': 3})"}]
+    assert await run(turns, returns=returns) == {"count": 3}
+    texts = "".join(e["text"] for e in of_type(events, "agent-message"))
+    assert "finish" in texts.split("The answer is 3.", 1)[1]  # the reminder came as the second prompt
+
+
+async def test_usage_reported_by_the_agent_is_used(run, events):
+    turns = [{"text": "Hi.", "usage": {"input_tokens": 900, "output_tokens": 12}}]
+    assert await run(turns) == "Hi."
+    (end,) = of_type(events, "turn-end")
+    assert end["usage"] == {"input_tokens": 900, "output_tokens": 12}
+
+
+async def test_usage_is_estimated_and_marked_when_the_agent_reports_none(run, events):
+    assert await run([{"code": "print(1)"}, {"text": "Hi there."}]) == "Hi there."
+    usage = [e["usage"] for e in of_type(events, "turn-end")]
+    assert len(usage) == 2 and all(u["estimated"] is True and u["input_tokens"] > 0 for u in usage)
+    assert usage[1]["input_tokens"] > usage[0]["input_tokens"]  # each model call re-reads the conversation
+
+
+async def test_env_and_cwd_reach_the_cli(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOST_SECRET", "s3cret")
+    monkeypatch.setenv("NOT_PASSED", "x")
+    work = tmp_path / "work"
+    work.mkdir()
+    config = {"env": {"ACP_TEST_TOKEN": "${HOST_SECRET}"}, "cwd": str(work)}
+    said = await run([{"echo": "env:ACP_TEST_TOKEN,env:NOT_PASSED,cwd"}], config=config)
+    assert said == f"s3cret|<unset>|{work.resolve()} {work.resolve()}"
+
+
+async def test_stdio_fallback_when_the_agent_has_no_http_mcp(run, events):
+    turns = [{"code": "print(6 * 7)"}, {"text": "Forty-two."}]
+    assert await run(turns, flags=["--no-http"]) == "Forty-two."
+    assert of_type(events, "tool-result")[0]["result"] == "42"
+
+
+# -- permissions -----------------------------------------------------------------------------------
+
+
+async def test_permissions_allow_deny_and_unattended_ask(run, context_manager, events):
+    unattended = {"security": {"mode": "unattended", "policy": {"unattended": {"allow": ["acp-edit"]}}}}
+    turns = [
+        {"permission": {"kind": "read", "title": "read notes.txt"}, "code": "print('r')"},
+        {"permission": {"kind": "edit", "title": "edit notes.txt"}, "code": "print('e')"},
+        {"permission": {"kind": "execute", "title": "make deploy"}, "code": "print('x')"},
+        {"permission": {"kind": "other", "title": "switch model"}},
+    ]
+    call = {
+        "prompt": "p",
+        "user_message": "u",
+        "events": "acp-test",
+        "config": {"agent": "agent-acp", "command": [sys.executable, str(AGENT), _write(turns)]},
+    }
+    await context_manager.invoke("agent", call, config=unattended)
+    said = "".join(e["text"] for e in of_type(events, "agent-message"))
+    assert "permission 'read notes.txt': yes" in said  # read: allowed in both modes
+    assert "permission 'edit notes.txt': yes" in said  # write, but listed in allow
+    assert "permission 'make deploy': no" in said  # execute counts as write: denied unattended
+    assert "permission 'switch model': no" in said  # other counts as admin: no one to ask
+
+
+def _write(turns):
+    handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    with handle:
+        json.dump(turns, handle)
+    return handle.name
+
+
+# -- clear errors naming the command ------------------------------------------------------------------
+
+
+async def test_a_cli_that_is_not_installed(run, context_manager):
+    call = {"prompt": "p", "user_message": "u", "config": {"agent": "agent-acp", "command": "no-such-acp-cli --acp"}}
+    with pytest.raises(AgentAppsError) as info:
+        await context_manager.invoke("agent", call)
+    one_line(info.value, "agent-acp:", "'no-such-acp-cli' is not installed", "model.command")
+
+
+async def test_agent_kiro_names_its_default_command(context_manager, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    call = {"prompt": "p", "user_message": "u", "config": {"agent": "agent-kiro"}}
+    with pytest.raises(AgentAppsError) as info:
+        await context_manager.invoke("agent", call)
+    one_line(info.value, "agent-kiro:", "'kiro-cli' is not installed")
+
+
+async def test_a_cli_that_exits_early(run):
+    with pytest.raises(AgentAppsError) as info:
+        await run([], flags=["--exit-early"])
+    one_line(info.value, "acp_agent.py", "exited with status 3 before answering initialize", "not logged in")
+
+
+async def test_a_cli_that_speaks_another_protocol_version(run):
+    with pytest.raises(AgentAppsError) as info:
+        await run([], flags=["--protocol", "7"])
+    one_line(info.value, "acp_agent.py", "speaks ACP protocol version 7", "version 1")
+
+
+async def test_a_program_that_does_not_speak_acp(run):
+    with pytest.raises(AgentAppsError) as info:
+        await run([], flags=["--garbage"], config={"startup_timeout": 3})
+    one_line(info.value, "does not speak the Agent Client Protocol", "Usage: acp_agent")
+
+
+async def test_a_bad_command_setting(context_manager):
+    call = {"prompt": "p", "user_message": "u", "config": {"agent": "agent-acp", "command": 42}}
+    with pytest.raises(AgentAppsError) as info:
+        await context_manager.invoke("agent", call)
+    one_line(info.value, "model.command must name the ACP agent CLI")
+
+
+async def test_a_failing_prompt_is_an_error_event_then_one_line(run, events):
+    with pytest.raises(AgentAppsError) as info:
+        await run([{"error": "the model is down"}])
+    one_line(info.value, "failed", "the model is down")
+    assert of_type(events, "agent-error")
+
+
+# -- cancellation and processes -------------------------------------------------------------------------
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_cancellation_cancels_the_session_and_leaves_no_process(run, events):
+    signal = Signal()
+    turns = [{"text": "Working.", "code": "print('step')"}, {"text": "thinking...", "delay": 60}]
+    task = asyncio.ensure_future(run(turns, signal=signal))
+    for _ in range(500):
+        if of_type(events, "tool-result"):
+            break
+        await asyncio.sleep(0.02)
+    signal.cancel("stop it")
+    with pytest.raises(Cancelled, match="stop it"):
+        await asyncio.wait_for(task, 20)
+    assert _processes(str(AGENT)) == []
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-http"]])
+async def test_no_child_process_outlives_the_run(run, script_file, flags):
+    # with --no-http the CLI also starts the stdio bridge: a grandchild
+    turns = [{"code": "print('hi')"}, {"text": "Done."}]
+    assert await run(turns, flags=flags) == "Done."
+    assert _processes(str(AGENT)) == []
+    assert _processes("agent_apps.mcp.bridge") == []
+
+
+def _processes(marker):
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(cmdline)
+    return found

@@ -1,0 +1,259 @@
+"""agent-strands on the HTTP model APIs, end to end and offline: the real Strands model
+classes and the APIs' own client libraries, over HTTP, to the local fakes of
+:mod:`agent_apps.testing.llm` (streaming included).
+
+Each provider runs with the other providers' libraries made unimportable, so it needs
+only its own extra. LiteLLM takes its simplest real path: an OpenAI-compatible server
+(``model_id: openai/NAME`` with ``base_url``), its own client in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps.testing.llm import FakeAnthropic, FakeOllama, FakeOpenAI
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(importlib.util.find_spec("strands") is None, reason="needs the strands extra"),
+    pytest.mark.filterwarnings("ignore:Accessing the .model_:DeprecationWarning"),  # LiteLLM on pydantic 2.11+
+]
+
+KEY = "test-key-1234"
+
+
+@dataclass
+class Provider:
+    name: str
+    fake: type
+    sdk: str
+    #: libraries the provider's extra installs besides its own (never blocked)
+    also: tuple[str, ...] = ()
+
+    def config(self, fake: Any) -> dict[str, Any]:
+        url = fake.base_url if isinstance(fake, FakeOpenAI) else fake.url
+        model = "openai/fake-model" if self.name == "litellm" else "fake-model"
+        config = {"agent": "agent-strands", "provider": self.name, "model_id": model, "base_url": url}
+        if self.name != "ollama":
+            config["api_key"] = KEY
+        return {**config, "retry_delay": 0}
+
+
+PROVIDERS = {
+    "anthropic": Provider("anthropic", FakeAnthropic, "anthropic"),
+    "openai": Provider("openai", FakeOpenAI, "openai"),
+    "ollama": Provider("ollama", FakeOllama, "ollama"),
+    "litellm": Provider("litellm", FakeOpenAI, "litellm", also=("openai",)),
+}
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def provider(request, monkeypatch):
+    """One provider, the others' libraries and Strands model modules unimportable."""
+    chosen = PROVIDERS[request.param]
+    if importlib.util.find_spec(chosen.sdk) is None:
+        pytest.skip(f"needs the {chosen.name!r} extra")
+    for other in PROVIDERS.values():
+        if other.name != chosen.name and other.name not in chosen.also:
+            monkeypatch.setitem(sys.modules, other.sdk, None)
+            monkeypatch.setitem(sys.modules, f"strands.models.{other.name}", None)
+    for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OLLAMA_HOST"):
+        monkeypatch.delenv(variable, raising=False)
+    return chosen
+
+
+@pytest.fixture
+def fake(provider):
+    with provider.fake(api_key=None if provider.name == "ollama" else KEY) as server:
+        yield server
+    assert server.server_errors == []
+
+
+@pytest.fixture
+def events(context_manager):
+    got: list[dict[str, Any]] = []
+    context_manager.events.subscribe("providers", lambda topic, event: got.append(event))
+    return got
+
+
+@pytest.fixture
+def run(context_manager, provider, fake):
+    async def run(*, config=None, signal=None, **args):
+        call = {"prompt": "You are a test agent.", "user_message": "Do the test.", "events": "providers", **args}
+        call["config"] = {**provider.config(fake), **(config or {})}
+        return await context_manager.invoke("agent", call, signal=signal)
+
+    return run
+
+
+def invoke(code, **extra):
+    return {"tool_uses": [{"name": "invoke", "input": {"code": code}}], **extra}
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def tool_result_text(provider: Provider, request) -> str:
+    """The tool result in the last request, in that API's shape."""
+    last = request.messages[-1]
+    if provider.name == "anthropic":
+        (block,) = [b for b in last["content"] if b.get("type") == "tool_result"]
+        content = block["content"]
+        return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+    assert last["role"] == "tool"
+    content = last["content"]
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+# -- two turns, streamed ---------------------------------------------------------------------------
+
+
+async def test_two_turns_streamed_with_the_tool_result_fed_back(provider, fake, run, events):
+    fake.add_turns(
+        invoke("print(6 * 7)", text="Computing it.", usage={"input_tokens": 120, "output_tokens": 15}),
+        {"text": "It is 42, as computed.", "usage": {"input_tokens": 160, "output_tokens": 6}},
+    )
+    assert await run(config={"temperature": 0.25, "max_tokens": 321}) == "It is 42, as computed."
+
+    first, second = fake.requests
+    assert first.streaming and second.streaming
+    assert first.tool_names == ["invoke"]
+    system = first.system
+    system_text = system if isinstance(system, str) else "".join(part.get("text", "") for part in system or [])
+    assert "You are a test agent." in system_text
+    sampling = first.body["options"] if provider.name == "ollama" else first.body
+    assert sampling["temperature"] == 0.25
+    assert "42" in tool_result_text(provider, second)
+    if provider.name == "anthropic":
+        assert first.header("x-api-key") == KEY and first.body["max_tokens"] == 321
+    elif provider.name in ("openai", "litellm"):
+        assert first.header("authorization") == f"Bearer {KEY}" and first.body["max_tokens"] == 321
+        assert first.model == "fake-model"  # LiteLLM took its provider prefix off
+    else:
+        assert first.body["options"]["num_predict"] == 321
+
+    texts = [e["text"] for e in of_type(events, "agent-message")]
+    assert len(texts) > 2 and all(e["delta"] for e in of_type(events, "agent-message"))
+    assert "".join(texts) == "Computing it.It is 42, as computed."
+    assert [e["result"] for e in of_type(events, "tool-result")] == ["42"]
+    usage = [e["usage"] for e in of_type(events, "turn-end")]
+    assert usage == [{"input_tokens": 120, "output_tokens": 15}, {"input_tokens": 160, "output_tokens": 6}]
+
+
+# -- errors: the same retries and messages as Bedrock ----------------------------------------------
+
+
+async def test_rate_limit_is_retried_through_the_hook(fake, run, events):
+    fake.add_turns({"error": "rate_limit"}, {"error": "rate_limit"}, "Finally.")
+    assert await run() == "Finally."
+    assert len(fake.requests) == 3  # the client library did not retry on its own: the policy did
+    errors = [e for e in of_type(events, "agent-error") if not e.get("retrying")]
+    assert [e["attempt"] for e in errors] == [1, 2]
+    assert errors[0]["error"]["type"] == "ThrottlingException" and errors[0]["error"]["retryable"] is True
+    assert len(of_type(events, "turn-start")) == 1
+
+
+async def test_an_error_inside_the_stream_is_retried(fake, run):
+    fake.add_turns({"text": "partial answ", "error": "overloaded", "mid_stream": True}, "Whole answer.")
+    assert await run() == "Whole answer."
+    assert fake.requests[0].stream_outcome == "error"
+
+
+async def test_rate_limit_beyond_max_retries_is_one_clear_line(provider, fake, run):
+    fake.add_turns(*[{"error": "rate_limit"}] * 3)
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"max_retries": 1})
+    text = one_line(info.value)
+    assert "rate-limiting" in text or "throttl" in text
+    assert len(fake.requests) == 2
+
+
+async def test_context_too_long_is_not_retried(fake, run):
+    fake.add_turns({"error": "context_too_long"})
+    with pytest.raises(AgentAppsError) as info:
+        await run()
+    text = one_line(info.value)
+    assert "no longer fits the context window" in text and "context_edit" in text
+    assert len(fake.requests) == 1
+
+
+async def test_a_bad_key_is_refused_and_named(provider, fake, run):
+    if provider.name == "ollama":
+        fake.add_turns({"error": "bad_key"})  # Ollama has no keys; a proxy in front of it may
+        config = {}
+    else:
+        config = {"api_key": "wrong-key"}  # the fake checks the key as the real service does
+    with pytest.raises(AgentAppsError) as info:
+        await run(config=config)
+    text = one_line(info.value)
+    assert "rejected the credentials" in text and "model.api_key" in text
+    assert len(fake.requests) == 1
+
+
+async def test_an_unknown_model_is_named(provider, context_manager):
+    with provider.fake(model_ids=["real-model"]) as server:
+        call = {"prompt": "p", "user_message": "u", "config": provider.config(server)}
+        with pytest.raises(AgentAppsError) as info:
+            await context_manager.invoke("agent", call)
+    text = one_line(info.value)
+    assert "was not found" in text and "model.model_id" in text
+
+
+async def test_an_unreachable_server_is_retried_then_named(provider, fake, run):
+    url = fake.url
+    fake.close()
+    with pytest.raises(AgentAppsError) as info:
+        await run(config={"base_url": url + ("/v1" if isinstance(fake, FakeOpenAI) else ""), "max_retries": 1})
+    assert "127.0.0.1" in one_line(info.value)
+
+
+# -- cancellation ------------------------------------------------------------------------------------
+
+
+async def test_cancellation_cuts_a_stream_in_progress(fake, run):
+    fake.add_turns({"text": "I am thinking about this for a long time", "chunk_size": 4, "hang_after": 3})
+    signal = Signal()
+    task = asyncio.ensure_future(run(signal=signal))
+    assert await asyncio.to_thread(fake.wait_hanging, 20)
+    signal.cancel("user pressed stop")
+    with pytest.raises(Cancelled, match="user pressed stop"):
+        await asyncio.wait_for(task, 20)
+    assert await asyncio.to_thread(fake.wait_streams_ended, 20)
+    assert fake.requests[0].stream_outcome == "client_disconnected"
+
+
+# -- configuration errors ---------------------------------------------------------------------------
+
+
+def one_line(exc):
+    text = str(exc)
+    assert "\n" not in text and "Traceback" not in text
+    assert isinstance(exc, AgentAppsError) and type(exc).__name__ == "ProviderError"
+    return text
+
+
+async def test_missing_extra_names_the_pip_extra(provider, fake, run, monkeypatch):
+    monkeypatch.setitem(sys.modules, provider.sdk, None)
+    monkeypatch.setitem(sys.modules, f"strands.models.{provider.name}", None)
+    with pytest.raises(AgentAppsError) as info:
+        await run()
+    assert f"pip install 'agent-apps[{provider.name}]'" in one_line(info.value)
+
+
+@pytest.mark.parametrize(("name", "variable"), [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
+async def test_a_public_api_without_a_key_says_which_variable(name, variable, context_manager, monkeypatch):
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"needs the {name!r} extra")
+    monkeypatch.delenv(variable, raising=False)
+    call = {"prompt": "p", "user_message": "u", "config": {"provider": name, "model_id": "m"}}
+    with pytest.raises(AgentAppsError) as info:
+        await context_manager.invoke("agent", call)
+    assert f"needs an API key: export {variable}" in one_line(info.value)
