@@ -112,6 +112,7 @@ async def run_one(
     partial work: that is a failure too (``{"type": "Stopped", "status", "partial"}``),
     as ``agent-apps invoke`` exits 1 for it.
     """
+    from ..middleware import served_agent
     from ..run_record import RunRecord
     from ..tools import approval
 
@@ -120,14 +121,7 @@ async def run_one(
         return invalid
     run = RunRecord.new()
     served: dict[str, Any] = {}
-
-    async def watch(ctx: Any, call_next: Any) -> Any:
-        try:
-            return await call_next()
-        finally:  # the agent that served this call (if one did) left its state here
-            served.update(ctx.locals.get("agent") or {})
-
-    options: dict[str, Any] = {"run": run, "middleware": [watch]}
+    options: dict[str, Any] = {"run": run, "middleware": [served_agent(served)]}
     if config:
         options["config"] = dict(config)
     started = time.perf_counter()
