@@ -29,6 +29,7 @@ Imported only by a batch on Ray: nothing else in agent-apps imports ray.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import functools
 import io
 import logging
@@ -42,10 +43,34 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ray
-
 from ..errors import AgentAppsError
 from .runner import RUNS_PER_CPU, BatchInput, BatchResult, aiter_inputs, rejected, run_one
+
+
+def _import_ray() -> Any:
+    """``import ray``, without Ray's crash handler in this process.
+
+    The sandbox's WebAssembly traps (a stack overflow, ``unreachable``) arrive as signals
+    that wasmtime's handlers must see first; Ray, when imported, schedules absl's failure
+    signal handler for ``ray.init``, installed over wasmtime's (and reset to the default
+    by ``ray.shutdown``): a sandbox trap in this process would then kill it. Ray reads
+    ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER`` at import; the workers, started later without
+    it, keep Ray's handler, under wasmtime's (installed when their first sandbox starts).
+    """
+    name = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+    saved = os.environ.get(name)
+    os.environ[name] = "1"
+    try:
+        import ray as module
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+    return module
+
+
+ray = _import_ray()
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -353,6 +378,7 @@ def _connect(address: str) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    handled = faulthandler.is_enabled()
     try:
         ray.init(
             address=None if address == "auto" else address,
@@ -362,6 +388,9 @@ def _connect(address: str) -> bool:
         )
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise AgentAppsError(f"--ray {address}: could not connect to a Ray cluster: {_first_line(exc)}") from None
+    finally:
+        if not handled and faulthandler.is_enabled():  # ray.init enabled it, over wasmtime's handlers
+            faulthandler.disable()  # which puts those back (see _import_ray)
     return True
 
 

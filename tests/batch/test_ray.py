@@ -24,7 +24,9 @@ from agent_apps.testing.plugin import hermetic_manager
 
 from .conftest import AGENT, read_lines, write_lines
 
-ray = pytest.importorskip("ray", reason="the ray extra (CI installs it with the test extra)")
+# Through agent_apps.batch.ray, which imports ray without its crash handler: this process
+# runs sandboxes (see _import_ray). Skipped without the ray extra (the test extra has it).
+ray = pytest.importorskip("agent_apps.batch.ray", reason="the ray extra").ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -126,3 +128,36 @@ def test_what_is_shipped_and_its_limit(skills, tmp_path, monkeypatch):
         on_ray.pack(cm, cm.get("count"), "b2")
     with pytest.raises(AgentAppsError, match="plugins or middleware"):
         on_ray.pack(ContextManager([skills], middleware=[lambda ctx, call_next: call_next()]), cm.get("count"), "b")
+
+
+#: A second driver on the module's cluster: a sandbox whose code overflows the C stack (a
+#: WebAssembly trap, a signal wasmtime's handlers must see first), a batch on Ray (whose
+#: import and ray.init install crash handlers of their own), then the same trap again.
+TRAP_AROUND_BATCH = """
+import asyncio, sys
+from agent_apps import ContextManager
+from agent_apps.sandbox import Sandbox
+
+async def trap():
+    sandbox = await Sandbox.start()
+    res = await sandbox.run("import json\\njson.loads('[' * 200000 + ']' * 200000)")
+    print(res.error.splitlines()[-1], flush=True)
+    await sandbox.close()
+
+async def main():
+    await trap()
+    cm = ContextManager([sys.argv[1]], env=False, project=False, user=False, entry_points=False, state=":memory:")
+    async with cm.batch("count", [{"text": "a b"}], ray=sys.argv[2]) as batch:
+        print([r.result async for r in batch], flush=True)
+    await trap()
+
+asyncio.run(main())
+"""
+
+
+def test_sandbox_traps_still_work_in_a_process_that_runs_a_ray_batch(cluster, skills, tmp_path):
+    result = subprocess.run([sys.executable, "-c", TRAP_AROUND_BATCH, str(skills), cluster["address"]], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=240)
+    trapped = "RecursionError: the code recursed so deeply that the sandbox's stack overflowed"
+    assert result.stdout.splitlines() == [trapped, "[2]", trapped], result.stderr[-2000:]
+    assert result.returncode == 0
