@@ -27,6 +27,7 @@ _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
+    "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
 }
 
 
@@ -184,21 +185,16 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     import asyncio
 
     from .errors import ApprovalPending
+    from .middleware import served_agent
     from .progress import JsonLines, ProgressPrinter
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
     served: dict[str, Any] = {}
 
-    async def watch(ctx: Any, call_next: Any) -> Any:
-        try:
-            return await call_next()
-        finally:  # the agent that served this call (if one did) left its state here
-            served.update(ctx.locals.get("agent") or {})
-
     async def run() -> Any:
         try:
-            return await start({"nonlocals": {"agent": {"events": topic}}, "middleware": [watch]})
+            return await start({"nonlocals": {"agent": {"events": topic}}, "middleware": [served_agent(served)]})
         finally:
             await cm.events.drain()
 

@@ -8,7 +8,7 @@ import difflib
 import fnmatch
 import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from .validation import check_schemas
 
 if TYPE_CHECKING:
     from .admission import Admission
+    from .batch import Batch
     from .run_record import RunRecord
     from .state import StateStore
 
@@ -332,6 +333,26 @@ class ContextManager:
                 await self.events.drain()
 
         return asyncio.run(run())
+
+    def batch(
+        self,
+        ref: Any,
+        inputs: Iterable[Any] | AsyncIterable[Any],
+        *,
+        concurrency: int | None = None,
+        ray: str | None = None,
+        retries: int = 3,
+        config: Mapping[str, Any] | None = None,
+    ) -> Batch:
+        """Invoke ``ref`` once per item of ``inputs`` (args mappings), ``concurrency`` at
+        a time: ``async for result in cm.batch(...)`` yields a
+        :class:`~agent_apps.batch.BatchResult` per input in completion order; a bad input
+        or a failed run is that result's error, never the end of the batch. ``ray="auto"``
+        (or an address) spreads the runs over a Ray cluster. See :class:`~agent_apps.batch.Batch`
+        and docs/batch.md."""
+        from .batch import Batch
+
+        return Batch(self, ref, inputs, concurrency=concurrency, ray=ray, retries=retries, config=config)
 
     async def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
         return await pipeline.invoke(self, ref, args, parent, options)

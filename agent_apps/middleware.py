@@ -44,6 +44,7 @@ __all__ = [
     "compose",
     "expand_agent",
     "level_of",
+    "served_agent",
     "served_middleware",
     "skill_middleware",
 ]
@@ -217,6 +218,20 @@ def check_untrusted_middleware(cm: ContextManager, caller: Context, callee: Skil
         if not skill.is_middleware:
             raise ArgsInvalid(callee.name, where, f"{name!r} is not a middleware skill (metadata.role: middleware)")
         check_call(caller.skill, skill, validate_args(skill, coerce_params(skill.params, pairs)))
+
+
+def served_agent(into: dict[str, Any]) -> MiddlewareFn:
+    """A call-time middleware that copies into ``into`` what the agent serving the call
+    (if one did) left in ``ctx.locals["agent"]``: its ``status``, ``message``, turns and
+    steps, which tell a partial result (``max_turns``) from a finished one."""
+
+    async def watch(ctx: Context, call_next: CallNext) -> Any:
+        try:
+            return await call_next()
+        finally:
+            into.update(ctx.locals.get("agent") or {})
+
+    return watch
 
 
 def _name(mw: Callable[..., Any]) -> str:
