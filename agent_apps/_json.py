@@ -13,18 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from itertools import accumulate
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "depth_of", "loads"]
+__all__ = ["MAX_DEPTH", "loads", "too_deep"]
 
 #: How deep JSON from untrusted code may nest (as serde_json's default recursion limit).
 MAX_DEPTH = 128
-
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _refuse_constant(name: str) -> Any:
@@ -42,19 +36,28 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` for untrusted text: no NaN/Infinity, at most ``max_depth`` levels.
 
     Raises ``ValueError`` (a ``json.JSONDecodeError`` for syntax errors) naming the
-    problem. The depth is measured only when the text could be that deep (it has more
-    opening brackets than ``max_depth``), so small payloads pay nothing for it.
+    problem. Measuring the depth walks the containers only, so a payload that is one
+    big string pays nothing for it.
     """
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
-    if text.count("[") + text.count("{") > max_depth and depth_of(text) > max_depth:
+    if too_deep(value, max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     return value
 
 
-def depth_of(text: str) -> int:
-    """The nesting depth of *valid* JSON text (strings skipped), in linear time."""
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(accumulate(map(_STEP.__getitem__, skeleton)), default=0)
+def too_deep(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether lists and dicts in ``value`` nest more than ``max_depth`` levels (an
+    iterative walk: it cannot run out of stack on the values it exists to refuse)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= max_depth:
+                    return True
+                stack.append((child, depth + 1))
+    return False

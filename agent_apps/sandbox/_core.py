@@ -32,6 +32,7 @@ from typing import Any
 import wasmtime
 from wasmtime.component import Variant
 
+from .._json import MAX_DEPTH
 from .._json import loads as _loads
 from ..errors import SandboxError
 from . import _engine
@@ -453,7 +454,7 @@ class Core:
                 raise ValueError(
                     f"{len(batch) // 1024} KB in one wait, more than {MAX_BATCH_PAYLOADS} x max_payload_kb"
                 )
-            req = _loads(batch)
+            req = _loads(batch, max_depth=MAX_DEPTH + 3)  # {calls: [[id, name, args]]}: args get MAX_DEPTH
             calls = req["calls"]
             cancels = req.get("cancel") or []
             if not isinstance(calls, list) or not isinstance(cancels, list):
