@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
         "persistent": False,
         "context_edit": False,
         "sandbox": {"timeout": 30, "memory_mb": 256, "output_kb": 64},
+        # one tree of agents: agents started, nesting levels, MB of live sandboxes
+        "spawn": {"max_agents": 32, "max_depth": 4, "max_memory_mb": 2048},
     },
     "middleware": [],
 }
@@ -66,6 +68,10 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "temperature"): _NUM,
     ("model", "max_tokens"): _INT,
     ("model", "sandbox"): _MAP,
+    ("model", "spawn"): _MAP,
+    ("model", "spawn", "max_agents"): _INT,
+    ("model", "spawn", "max_depth"): _INT,
+    ("model", "spawn", "max_memory_mb"): _INT,
     ("security",): _MAP,
     ("security", "allowed_paths"): "a list of strings",
     ("security", "denied_paths"): "a list of strings",
@@ -86,7 +92,7 @@ def config_problem(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> tup
         expected = _KNOWN.get(path)
         if expected is not None and not _is(value, expected):
             return path, expected
-        if isinstance(value, Mapping) and len(path) < 2:
+        if isinstance(value, Mapping) and (len(path) < 2 or _KNOWN.get(path) == _MAP):
             problem = config_problem(value, path)
             if problem:
                 return problem

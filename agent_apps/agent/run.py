@@ -30,12 +30,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid
 from ..allowed_tools import parse_specs
-from ..errors import ToolNotAllowed
+from ..errors import AgentAppsError, ArgsInvalid, LimitExceeded, ResultInvalid, ToolNotAllowed
 from ..skill import Skill, is_skill_name
-from ..validation import schema_problem
+from ..validation import check_runtime_schema, schema_problem
 from .prompt import INVOKE_TOOL, cap, returns_reminder, system_prompt
+from .tree import NESTING_KEY, AgentTree, Nesting, inherit_limits
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -90,13 +90,27 @@ class AgentRun:
         resolved = self.cm.config_for(self.served.skill, {"model": dict(args.get("config") or {})})
         self.config: dict[str, Any] = resolved.values["model"]
         self.returns = args.get("returns")
+        if self.returns is not None:
+            try:
+                check_runtime_schema(self.returns)
+            except ValueError as exc:
+                raise ArgsInvalid(ctx.skill.name, "returns", str(exc)) from None
         self.persistent = bool(self.config.get("persistent"))
         if self.persistent and self.returns is not None:
             raise ArgsInvalid(
                 ctx.skill.name, "returns", "persistent mode never ends, so it cannot be combined with 'returns'"
             )
+        # An agent nested in another gets at most the enclosing agent's limits (agent/tree.py).
+        outer: Nesting | None = ctx.nonlocals.get(NESTING_KEY)
         self.max_turns = float("inf") if self.persistent else int(self.config.get("max_turns", 30))
         self.max_steps = int(self.config.get("max_steps", 30))
+        if outer is None:
+            self.nesting = Nesting(_tree_from(ctx, self.config.get("spawn")), 0, self.max_turns, self.max_steps)
+        else:
+            self.max_turns, self.max_steps = min(self.max_turns, outer.max_turns), min(self.max_steps, outer.max_steps)
+            self.nesting = Nesting(outer.tree, outer.depth + 1, self.max_turns, self.max_steps)
+        self.outer_limits = outer.limits if outer is not None else None
+        ctx.nonlocals[NESTING_KEY] = self.nesting
         self.max_retries = int(self.config.get("max_retries", 3))
         self.allowed_tools: str | None = args.get("allowed_tools")
         if self.untrusted_caller and "allowed_tools" not in args:
@@ -133,6 +147,7 @@ class AgentRun:
         self._turn_text: list[str] = []
         self._turn_calls = 0
         self._sandbox: Any = None
+        self._release_memory: Any = None
         self._code_ctx: Context | None = None
         # The model's code runs as this anonymous skill: built once per run, so its
         # schema is compiled once; its allowed-tools are the agent's.
@@ -162,6 +177,7 @@ class AgentRun:
         ctx.locals["agent"] = state
         self._emit("agent-start", provider=provider, mode=visible.mode, tools=[s.name for s in visible.tools])
         try:
+            self.nesting.tree.admit(self.name, self.nesting.depth)
             self._sandbox = await _acquire_sandbox(self)
             stop_sandbox = ctx.signal.add_callback(lambda reason: self._sandbox.interrupt())
             try:
@@ -186,6 +202,7 @@ class AgentRun:
             finally:
                 stop_sandbox()
                 await self._sandbox.close()
+                self._release_memory()
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
                     self.name, "", f"provider {provider!r} ended the run without a valid ctx.manager.finish() value"
@@ -331,8 +348,10 @@ class AgentRun:
 #: The model config keys agent code may set when it starts a sub-agent. Everything else
 #: (endpoints, credentials, regions, sandbox limits) stays with the user's config: agent
 #: code must not redirect model traffic or lift its own limits.
+#: ``sandbox`` and the turn and step limits are allowed because a nested agent never gets
+#: more than its caller has (agent/tree.py): agent code can only lower them.
 UNTRUSTED_CONFIG_KEYS = frozenset(
-    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream"}
+    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream", "sandbox"}
 )
 
 
@@ -373,14 +392,29 @@ _POOL: Any = None
 
 async def _acquire_sandbox(run: AgentRun) -> Any:
     """A sandbox from the process-wide pool (pre-instantiated, so a new agent does not
-    wait), seeded with the run's memory and limited by ``config.sandbox``."""
+    wait), seeded with the run's memory and limited by ``config.sandbox`` (and by the
+    enclosing agent's limits); its memory counts against the tree's budget."""
     global _POOL
     from ..sandbox import SandboxLimits, SandboxPool
 
     try:
-        limits = SandboxLimits.from_config(run.config.get("sandbox"))
-    except ValueError as exc:
+        limits = inherit_limits(SandboxLimits.from_config(run.config.get("sandbox")), run.outer_limits)
+    except (TypeError, ValueError) as exc:
         raise ArgsInvalid(run.ctx.skill.name, "config.sandbox", str(exc)) from None
-    if _POOL is None:
-        _POOL = SandboxPool(size=2)
-    return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host)
+    run.nesting.limits = limits
+    run._release_memory = run.nesting.tree.reserve_memory(run.name, limits.memory_mb)
+    try:
+        if _POOL is None:
+            _POOL = SandboxPool(size=2)
+        return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host)
+    except BaseException:
+        run._release_memory()
+        raise
+
+
+def _tree_from(ctx: Context, spawn: Any) -> AgentTree:
+    """The budgets of a tree this agent starts (it is the top-level agent)."""
+    try:
+        return AgentTree.from_config(spawn)
+    except (TypeError, ValueError) as exc:
+        raise ArgsInvalid(ctx.skill.name, "config.spawn", str(exc)) from None
