@@ -86,7 +86,8 @@ def test_the_command_line_survives_every_hostile_file(hostile, tmp_path):
             [sys.executable, "-m", "agent_apps", *args, "--path", str(hostile)],
             capture_output=True, text=True, timeout=120, cwd=tmp_path,
         )
-        assert out.returncode == 0, out.stderr[-2000:]
+        # 0, or 1 where the CLI reports files that failed to load; never a crash (-11/139)
+        assert out.returncode in (0, 1) and "internal error" not in out.stderr, out.stderr[-2000:]
         assert "Still here." in out.stdout and len(out.stdout) < 200_000
         outputs[args[-1]] = out
     assert len(json.loads(outputs["--json"].stdout)["errors"]) == len(HOSTILE_FILES)
