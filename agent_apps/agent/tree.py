@@ -117,7 +117,7 @@ class Nesting:
     tree: AgentTree
     depth: int
     max_turns: float
-    max_steps: float
+    max_steps: int
     #: The agent's sandbox limits, once its sandbox is acquired.
     limits: SandboxLimits | None = None
 
