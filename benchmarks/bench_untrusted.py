@@ -3,8 +3,8 @@
     python benchmarks/bench_untrusted.py
 
 Each row compares the bounded path agent-apps takes with the unbounded one it
-replaced (plain jsonschema with Python's ``re``, plain ``json.loads``, one YAML
-load), on the same input. Hostile inputs are shown only on the bounded side: the
+replaced (plain jsonschema with Python's ``re``, plain ``json.loads``, a skill file
+loaded without the YAML event walk), on the same input. Hostile inputs are shown only on the bounded side: the
 unbounded side of those never finishes (or takes minutes).
 """
 
@@ -95,15 +95,16 @@ def main() -> None:
             "  model: {agent: agent-scripted, max_turns: 3}\n  returns: {type: object, properties: "
             "{count: {type: integer}}}\n---\nDo it.\n"
         )
-        import yaml
+        from agent_apps import loading
 
-        block = skill.read_text().split("---\n")[1]
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        rows.append((
-            "load a SKILL.md (bounded: event walk + one parse)",
-            f"{per_call_us(lambda: load_file(skill, origin='path'), 500):.0f} us",
-            f"{per_call_us(lambda: (yaml.load(block, Loader=loader), yaml.compose(block, Loader=loader)), 500):.0f} us",
-        ))
+        bounded_us = per_call_us(lambda: load_file(skill, origin="path"), 500)
+        check, loading._check_yaml_shape = loading._check_yaml_shape, lambda *a: None
+        try:
+            unbounded_us = per_call_us(lambda: load_file(skill, origin="path"), 500)
+        finally:
+            loading._check_yaml_shape = check
+        shown = (f"{bounded_us:.0f} us", f"{unbounded_us:.0f} us")
+        rows.append(("load a SKILL.md (with / without the event walk)", *shown))
     width = max(len(r[0]) for r in rows)
     print(f"{'':{width}}  {'bounded':>12}  {'unbounded':>16}")
     for name, ours, theirs in rows:
