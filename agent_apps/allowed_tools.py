@@ -13,6 +13,10 @@ Rules (CONTRACT section 3, plus what it leaves open):
   glob has no whitespace, a string value is split on whitespace and every item must
   match (so ``agent(allowed_tools=file-*)`` refuses ``"file-read shell"``); a list
   value likewise item by item. A glob with whitespace matches the whole string.
+* Path-like words (those with a ``/``) are matched in normal form: ``./docs//a`` as
+  ``docs/a``, the path of a URL likewise (percent-escapes decoded). A word with a
+  ``..`` segment matches only a glob that has one too, so ``file-read(path=docs/*)``
+  refuses ``docs/../.env`` (a glob's ``*`` would otherwise match the ``../``).
 
 :func:`visible_tools` is the one place that decides which skills a caller sees; the
 agent uses it to build its tool documentation, the MCP server to list tools.
@@ -21,6 +25,9 @@ agent uses it to build its tool documentation, the MCP server to list tools.
 from __future__ import annotations
 
 import json
+import posixpath
+import re
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -162,12 +169,49 @@ def visible_tools(
 def _value_matches(value: object, glob: str) -> bool:
     if isinstance(value, str):
         if any(c.isspace() for c in glob):
-            return fnmatchcase(value, glob)
+            return _text_matches(value, glob)
         items = value.split()
-        return bool(items) and all(fnmatchcase(item, glob) for item in items)
+        return bool(items) and all(_text_matches(item, glob) for item in items)
     if isinstance(value, list):
         return bool(value) and all(_value_matches(item, glob) for item in value)
     return fnmatchcase(json.dumps(value), glob)
+
+
+_WORD = re.compile(r"\S+")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _text_matches(text: str, glob: str) -> bool:
+    """``fnmatchcase`` with the path-like words of ``text`` in normal form, and none
+    climbing (``..``) unless the glob climbs too."""
+    if "/" not in text and ".." not in text:
+        return fnmatchcase(text, glob)
+    words = _WORD.findall(text)
+    if any(_climbs(w) for w in words) and not _climbs(glob):
+        return False
+    return fnmatchcase(_WORD.sub(lambda m: _normal(m.group()), text), glob)
+
+
+def _path_part(word: str) -> str:
+    """The part of a word that names a path: all of it, or a URL's decoded path."""
+    if _URL.match(word):
+        return urllib.parse.unquote(urllib.parse.urlsplit(word).path)
+    return word
+
+
+def _climbs(word: str) -> bool:
+    return any(part == ".." for part in _WORD.sub(lambda m: _path_part(m.group()), word).split("/"))
+
+
+def _normal(word: str) -> str:
+    if "/" not in word:
+        return word
+    if _URL.match(word):
+        parts = urllib.parse.urlsplit(word)
+        path = _normal(urllib.parse.unquote(parts.path)) if parts.path else ""
+        return urllib.parse.urlunsplit(parts._replace(path=path))
+    normal = posixpath.normpath(word)
+    return normal + "/" if word.endswith("/") and not normal.endswith("/") else normal
 
 
 def _short(value: object) -> str:

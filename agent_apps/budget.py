@@ -8,9 +8,10 @@ Three config keys under ``model``, read from an agent's cascade:
   from agent code draws on what its parents have left and its usage counts toward
   theirs. Cost comes from the price table (``prices``, by model id; bundled defaults
   below, extended or replaced in any config file).
-* ``spawn: {max_agents, max_depth}``, the **spawn budget**: how many agents one run may
-  start (the outermost included) and how deep they may nest. A sub-agent's limits are
-  at most its caller's.
+* ``spawn: {max_agents, max_depth, max_memory_mb}``, the **spawn budget**: how many
+  agents one run may start (the outermost included), how deep they may nest, and the
+  MB of sandbox memory its live agents may hold at once. A sub-agent's limits (these,
+  its sandbox limits, its turns and steps) are at most its caller's.
 * ``priority: background | low | normal | high | critical``: who goes first when runs
   wait for a sandbox or a model call (:mod:`agent_apps.admission`); unset, an agent
   has its caller's priority (``normal`` at the top).
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
+from .config import DEFAULTS
 from .errors import BudgetExceeded, ConfigError
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ PRIORITIES = ("background", "low", "normal", "high", "critical")
 #: ``model.budget`` keys: whole numbers, except the two in dollars and seconds.
 BUDGET_KEYS = ("tokens", "input_tokens", "output_tokens", "cost_usd", "turns", "deadline_s")
 _REAL_KEYS = frozenset({"cost_usd", "deadline_s"})
-SPAWN_KEYS = ("max_agents", "max_depth")
+SPAWN_KEYS = ("max_agents", "max_depth", "max_memory_mb")
 _USAGE_OF_PRICE = {
     "input": "input_tokens",
     "output": "output_tokens",
@@ -80,12 +82,14 @@ class Limits:
 class SpawnLimits:
     max_agents: int
     max_depth: int
+    #: The MB of sandbox memory (``sandbox.memory_mb``) the tree's live agents may hold at once.
+    max_memory_mb: int = 2048
 
     def tighter(self, other: SpawnLimits | None) -> SpawnLimits:
         """The smaller of each limit (a sub-agent gets at most its caller's)."""
         if other is None:
             return self
-        return SpawnLimits(min(self.max_agents, other.max_agents), min(self.max_depth, other.max_depth))
+        return SpawnLimits(*(min(getattr(self, key), getattr(other, key)) for key in SPAWN_KEYS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,7 @@ def supervision_config(resolved: Resolved, *, model_id: str | None) -> Supervisi
     spawn = model.get("spawn") or {}
     _mapping(resolved, "model.spawn", spawn)
     for key, value in spawn.items():
-        positive = key == "max_agents"
+        positive = key != "max_depth"
         spawn_values[key] = int(_number(resolved, f"model.spawn.{key}", value, real=False, positive=positive))
     priority = model.get("priority")
     if priority is not None and priority not in PRIORITIES:
@@ -158,7 +162,7 @@ def supervision_config(resolved: Resolved, *, model_id: str | None) -> Supervisi
     sources = {key: resolved.sources.get(f"model.budget.{key}", "config") for key in limits}
     return Supervision(
         Limits(**limits),
-        SpawnLimits(spawn_values.get("max_agents", 64), spawn_values.get("max_depth", 6)),
+        SpawnLimits(**{**DEFAULTS["model"]["spawn"], **spawn_values}),
         priority,
         price,
         sources,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from .errors import AgentAppsError
+from .terminal import json_line, printable
 
 __all__ = ["main"]
 
@@ -59,14 +60,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except AgentAppsError as exc:
         return _report(exc, args)
     except Exception as exc:  # a bug of ours: still one clear line unless --debug
         if args.debug:
             raise
-        print(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        print(
+            f"error: internal error: {type(exc).__name__}: {printable(str(exc))} (run with --debug for details)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
 
 
@@ -102,7 +106,7 @@ def _report(exc: AgentAppsError, args: argparse.Namespace) -> int:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
-    print(f"error: {exc}", file=sys.stderr)
+    print(f"error: {printable(str(exc))}", file=sys.stderr)
     cause = exc.__cause__
     if cause is not None and not args.debug:
         where = _innermost_frame(cause)
@@ -276,12 +280,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     if errors:
         print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
         for error in errors:
-            print(f"  {error}", file=sys.stderr)
+            print(f"  {printable(str(error))}", file=sys.stderr)
     warnings = catalog.warnings
     if warnings and args.strict:
         print(f"\n{_count(len(warnings), 'warning')}, errors with --strict:", file=sys.stderr)
         for warning in warnings:
-            print(f"  {warning}", file=sys.stderr)
+            print(f"  {printable(str(warning))}", file=sys.stderr)
     elif warnings:
         print(
             f"\n{_count(len(warnings), 'warning')} about skill files: 'agent-apps list --strict' shows them",
@@ -303,7 +307,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print()
         return EXIT_OK
     skill = cm.get(args.name)
-    out = sys.stdout
+    out = _Printable(sys.stdout)  # a skill file's text is shown, never obeyed
     print(f"{skill.name}: {skill.description}" if skill.description else skill.name, file=out)
     print(f"  kind: {skill.kind}, origin: {skill.origin} ({skill.where()})", file=out)
     props = (skill.params or {}).get("properties", {})
@@ -465,10 +469,12 @@ def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[
 
 
 def _print_result(result: Any, *, as_json: bool, out: TextIO) -> None:
+    """The result on stdout: a string as is (escaped on a terminal, exact in a pipe),
+    anything else as JSON (terminal-steering characters as ``\\u`` escapes)."""
     if isinstance(result, str) and not as_json:
-        print(result, file=out)
+        print(printable(result) if out.isatty() else result, file=out)
     elif result is not None or as_json:
-        print(json.dumps(result, indent=2, ensure_ascii=False), file=out)
+        print(json_line(result, indent=2), file=out)
 
 
 def _dotted(values: dict[str, Any], key: str) -> Any:
@@ -491,9 +497,23 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
+class _Printable:
+    """A text stream that escapes what it is written (see :mod:`agent_apps.terminal`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(printable(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
     if not rows:
         return
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     bold = out.isatty() and not os.environ.get("NO_COLOR")
     for row in rows:

@@ -54,8 +54,9 @@ DEFAULTS: dict[str, Any] = {
         "context": {"memory_chunks": 5, "retriever": "memory-search", "file_chars": 8000},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
-        # supervision (docs/supervision.md): how many agents one run may start, how deep
-        "spawn": {"max_agents": 64, "max_depth": 6},
+        # supervision (docs/supervision.md): how many agents one run may start, how deep,
+        # and the MB of sandboxes its agents may hold at once
+        "spawn": {"max_agents": 64, "max_depth": 6, "max_memory_mb": 2048},
         "parallel_tool_calls": True,
     },
     "middleware": ["$agent"],
@@ -140,6 +141,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "spawn"): _MAP,
     ("model", "spawn", "max_agents"): _INT,
     ("model", "spawn", "max_depth"): _INT,
+    ("model", "spawn", "max_memory_mb"): _INT,
     ("model", "priority"): _STR,
     ("model", "parallel_tool_calls"): _BOOL,
     ("model", "tool_timeout"): _NUM,

@@ -8,6 +8,12 @@ neighbours with relative imports (``from .helpers import parse``) without touchi
 
 Prompt skills (``NAME.skill.md`` and ``NAME/SKILL.md``) are YAML frontmatter plus a
 Markdown body.
+
+A skill file is untrusted input: one hostile file must never break discovery or the
+process. Files are bounded before they are parsed (:data:`MAX_FILE_BYTES`; YAML
+frontmatter is walked as a stream of events first, so nesting and alias expansion are
+bounded before any recursive code sees it), and every parser failure, down to a
+``RecursionError`` or ``MemoryError``, becomes that file's :class:`SkillLoadError`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,14 @@ __all__ = ["CODE_SUFFIX", "PROMPT_SUFFIX", "load_file", "load_source", "skill_na
 CODE_SUFFIX = ".skill.py"
 PROMPT_SUFFIX = ".skill.md"
 _PACKAGE = "_agent_apps_skills"
+
+#: The largest skill file read (a frontmatter and a body, or a module).
+MAX_FILE_BYTES = 1024 * 1024
+#: How deep a frontmatter may nest (mappings and lists).
+MAX_FRONTMATTER_DEPTH = 64
+#: How many values a YAML frontmatter may hold once its aliases are expanded (so an
+#: alias bomb, a few lines that expand to millions of values, is refused).
+MAX_FRONTMATTER_NODES = 50_000
 
 #: The args of a prompt skill that declares no ``params``: a free-form task.
 PROMPT_PARAMS: dict[str, Any] = {
@@ -56,12 +70,19 @@ def load_file(path: Path, *, origin: str, root: str | None = None) -> Skill:
     if default_name is None:
         raise SkillLoadError("not a skill file (expected *.skill.py, *.skill.md or NAME/SKILL.md)", path=str(path))
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is tolerated
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise SkillLoadError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB", path=str(path))
+        text = data.decode("utf-8-sig")  # a byte-order mark is tolerated
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillLoadError(f"cannot read: {exc}", path=str(path)) from None
-    if path.name.endswith(CODE_SUFFIX):
-        return _code_skill(text, str(path), default_name, origin=origin, root=root)
-    return _prompt_skill(text, str(path), default_name, origin=origin, root=root)
+    try:
+        if path.name.endswith(CODE_SUFFIX):
+            return _code_skill(text, str(path), default_name, origin=origin, root=root)
+        return _prompt_skill(text, str(path), default_name, origin=origin, root=root)
+    except (RecursionError, MemoryError):
+        raise SkillLoadError("the file nests too deeply to be read", path=str(path)) from None
 
 
 def load_source(source: str, *, origin: str = "inline") -> Skill:
@@ -78,6 +99,9 @@ def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: s
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
         raise SkillLoadError(f"syntax error: {exc.msg}", path=path, line=exc.lineno) from None
+    except (RecursionError, MemoryError, ValueError) as exc:  # 1 + 1 + ... with thousands of terms
+        problem = "an expression nests too deeply" if not isinstance(exc, ValueError) else str(exc)
+        raise SkillLoadError(f"cannot parse: {problem}", path=path, line=1) from None
     frontmatter_node: ast.expr | None = None
     main_node: ast.stmt | None = None
     for node in tree.body:
@@ -100,6 +124,8 @@ def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: s
             path=path,
             line=bad.lineno,
         ) from None
+    if _depth(frontmatter) > MAX_FRONTMATTER_DEPTH:
+        raise SkillLoadError(f"the frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels", path=path, line=line)
     key_lines = _key_lines(frontmatter_node)
     skill = Skill.from_frontmatter(
         frontmatter,
@@ -259,6 +285,7 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     notes: list[tuple[str, str | None]] = []
     try:
+        _check_yaml_shape(block, loader, path)
         frontmatter = yaml.load(block, Loader=loader) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -333,3 +360,62 @@ def _foreign_frontmatter(frontmatter: dict[str, Any], notes: list[tuple[str, str
     frontmatter["metadata"] = kept
     notes += [(message, "metadata") for message, _ in metadata_notes]
     return aside
+
+
+def _check_yaml_shape(block: str, loader: Any, path: str) -> None:
+    """Refuse YAML that nests too deep or expands too far, before it is composed.
+
+    PyYAML composes and constructs recursively (in C for the C loader, where running
+    out of stack kills the process), and it shares aliased values, which later turn into
+    copies (``list --json`` would print every one). The event stream is flat, so it is
+    walked first: depth and the size of the document with every alias expanded.
+    """
+    import yaml
+
+    depth = 0
+    nodes = 0
+    sizes: dict[str, int] = {}  # anchor -> nodes in its value, aliases expanded
+    open_: list[tuple[str | None, int]] = []
+    for event in yaml.parse(block, Loader=loader):
+        if isinstance(event, yaml.AliasEvent):
+            nodes += sizes.get(event.anchor or "", 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            nodes += 1
+            depth += 1
+            open_.append((event.anchor, nodes))
+            if depth > MAX_FRONTMATTER_DEPTH:
+                raise SkillLoadError(
+                    f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
+                    path=path,
+                    line=_line_of(event),
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+            anchor, start = open_.pop()
+            if anchor:
+                sizes[anchor] = nodes - start + 1
+        if nodes > MAX_FRONTMATTER_NODES:
+            raise SkillLoadError(
+                f"the YAML frontmatter holds more than {MAX_FRONTMATTER_NODES} values once its aliases "
+                "are expanded (an alias bomb?)",
+                path=path,
+                line=_line_of(event),
+            )
+
+
+def _line_of(event: Any) -> int:
+    """The file line of a YAML event (the frontmatter starts on line 2)."""
+    mark = event.start_mark
+    return mark.line + 2 if mark is not None else 1
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """How deep ``value`` nests (stops counting past the limit)."""
+    if level > MAX_FRONTMATTER_DEPTH or not isinstance(value, (dict, list, tuple, set)):
+        return level
+    items = value.values() if isinstance(value, dict) else value
+    return max((_depth(item, level + 1) for item in items), default=level + 1)

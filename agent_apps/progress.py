@@ -2,14 +2,16 @@
 
 Readable by default (turns, the code the model runs, results, errors), coloured when
 the stream is a terminal and ``NO_COLOR`` is unset; ``--events`` prints the raw event
-stream as JSON lines instead, for tools.
+stream as JSON lines instead, for tools. Either way, what agents wrote reaches the
+terminal with its control characters escaped (:mod:`agent_apps.terminal`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, TextIO
+
+from .terminal import json_line, printable_data
 
 __all__ = ["JsonLines", "ProgressPrinter"]
 
@@ -24,7 +26,7 @@ class JsonLines:
         self.stream = stream
 
     def __call__(self, topic: str, event: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(event, ensure_ascii=False, default=repr) + "\n")
+        self.stream.write(json_line(event, default=repr) + "\n")
         self.stream.flush()
 
 
@@ -42,6 +44,7 @@ class ProgressPrinter:
         kind = event.get("type", "")
         handler = getattr(self, "_" + kind.replace("-", "_"), None)
         if handler is not None:
+            event = printable_data(event)
             handler(event, "  " * self._depth.get(event.get("context_id", ""), 0))
             self.stream.flush()
 

@@ -13,7 +13,9 @@ Besides the ids, the record carries what supervises the tree (docs/supervision.m
 trace id, the deadline, the cancellation token (the :class:`~agent_apps.Signal` of the
 agent run, a child of its parent's, so cancelling one cancels everything below it), the
 execution budget's :class:`~agent_apps.budget.Ledger`, the spawn limits, the priority,
-and the :class:`RunTree` every record of one run shares (how many agents it started).
+the current agent's :class:`AgentLimits` (which agents below it inherit, lowered by
+their own config, never raised), and the :class:`RunTree` every record of one run
+shares (how many agents it started, the sandbox memory its live agents hold).
 The record itself never changes; the ledger and the tree are the two shared, mutable
 accounts it points to.
 """
@@ -26,20 +28,67 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .budget import Ledger, SpawnLimits
     from .context import Signal
+    from .sandbox import SandboxLimits
 
-__all__ = ["RunRecord", "RunTree"]
+__all__ = ["AgentLimits", "RunRecord", "RunTree"]
 
 
 class RunTree:
-    """What the whole run shares: the number of agents started in it (the spawn budget
-    counts them)."""
+    """What the whole run shares: the number of agents started in it and the MB of
+    sandbox memory its live agents hold (the spawn budget counts both)."""
 
-    __slots__ = ("agents",)
+    __slots__ = ("agents", "memory_mb")
 
     def __init__(self) -> None:
         self.agents = 0
+        self.memory_mb = 0
+
+    def reserve_memory(self, name: str, memory_mb: int, spawn: SpawnLimits) -> Callable[[], None]:
+        """Count a sandbox's ``memory_mb`` for its lifetime, or refuse it past
+        ``spawn.max_memory_mb``; returns the release (idempotent)."""
+        from .errors import BudgetExceeded
+
+        if self.memory_mb + memory_mb > spawn.max_memory_mb:
+            raise BudgetExceeded(
+                "model.spawn.max_memory_mb",
+                spawn.max_memory_mb,
+                self.memory_mb,
+                who=name,
+                note=f" MB held by the run's live agents; agent {name!r} needs {memory_mb} MB more: wait for "
+                "running agents to finish, or start it with a smaller sandbox.memory_mb",
+            )
+        self.memory_mb += memory_mb
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.memory_mb -= memory_mb
+
+        return release
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    """What an agent may use; an agent below it gets the smaller of its own and these."""
+
+    sandbox: SandboxLimits
+    max_turns: float
+    max_steps: int
+
+    def tighter(self, own: AgentLimits) -> AgentLimits:
+        """``own`` with every limit lowered to this one's where that is smaller."""
+        import dataclasses
+
+        mine, theirs = own.sandbox, self.sandbox
+        lowest = {f.name: min(getattr(mine, f.name), getattr(theirs, f.name)) for f in dataclasses.fields(mine)}
+        box = mine.replace(**lowest)
+        return AgentLimits(box, min(own.max_turns, self.max_turns), min(own.max_steps, self.max_steps))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +125,9 @@ class RunRecord:
     spawn: SpawnLimits | None = None
     #: Who goes first when runs wait for a sandbox or a model call.
     priority: str = "normal"
+    #: What the current agent may use, and so every agent below it at most: its
+    #: sandbox limits, turns and steps (``None`` above any agent).
+    limits: AgentLimits | None = None
     tree: RunTree = field(default_factory=RunTree, compare=False, repr=False)
 
     @classmethod
@@ -95,6 +147,7 @@ class RunRecord:
         spawn: SpawnLimits | None = None,
         deadline: float | None = None,
         priority: str | None = None,
+        limits: AgentLimits | None = None,
     ) -> RunRecord:
         """The record of an agent started inside this one's tree, with a new agent id.
 
@@ -119,6 +172,7 @@ class RunRecord:
             ledger=ledger,
             spawn=spawn if spawn is not None else self.spawn,
             priority=priority or self.priority,
+            limits=limits,
             tree=self.tree,
         )
 

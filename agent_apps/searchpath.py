@@ -127,6 +127,8 @@ def scan(root: Root) -> Iterator[Skill | SkillLoadError]:
             yield load_file(path, origin=root.origin, root=str(root.path))
         except SkillLoadError as exc:
             yield exc
+        except Exception as exc:  # a parser bug must not cost the other skills: this file's error
+            yield SkillLoadError(f"cannot load: {type(exc).__name__}: {exc}", path=str(path))
 
 
 def _skill_files(directory: Path) -> Iterator[Path]:

@@ -1,16 +1,21 @@
 """Args and result validation: JSON Schema Draft 2020-12, with schema defaults applied.
 
 Validators are compiled once per skill and cached on it. jsonschema is imported on
-first use, so listing skills never pays for it.
+first use, so listing skills never pays for it. Schemas and values are untrusted, so
+every validator is bounded in what it fetches (nothing), in how patterns match (RE2)
+and in time: see :mod:`agent_apps._schema`.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from . import _schema
+from ._json import MAX_DEPTH
 from .errors import ArgsInvalid, ResultInvalid, SkillLoadError
 from .skill import Skill
 
@@ -31,6 +36,9 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
         args = {}
     if not isinstance(args, dict):
         raise ArgsInvalid(skill.name, "", f"args must be a JSON object, not {type(args).__name__}")
+    problem = json_problem(args, "")  # NaN, Infinity, 500-deep lists: from MCP, Python, anyone
+    if problem is not None:
+        raise ArgsInvalid(skill.name, problem[0].lstrip("."), problem[1])
     if skill.params is None:
         if args:
             raise ArgsInvalid(skill.name, next(iter(args)), "this skill takes no args")
@@ -38,9 +46,12 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
     validator, has_defaults = _compiled(skill, "params")
     if has_defaults:
         args = copy.deepcopy(args)
-    error = _first_error(validator, args)
+    try:
+        error = _schema.first_error(validator, args)
+    except _schema.Unvalidatable as exc:
+        raise ArgsInvalid(skill.name, "", str(exc)) from None
     if error is not None:
-        raise ArgsInvalid(skill.name, format_path(error.absolute_path), error.message)
+        raise ArgsInvalid(skill.name, format_path(error.absolute_path), _schema.message(error))
     return args
 
 
@@ -52,9 +63,12 @@ def validate_result(skill: Skill, result: object) -> None:
     if skill.returns is None:
         return
     validator, _ = _compiled(skill, "returns")
-    error = _first_error(validator, result)
+    try:
+        error = _schema.first_error(validator, result)
+    except _schema.Unvalidatable as exc:
+        raise ResultInvalid(skill.name, "result", str(exc)) from None
     if error is not None:
-        raise ResultInvalid(skill.name, format_path(error.absolute_path, root="result"), error.message)
+        raise ResultInvalid(skill.name, format_path(error.absolute_path, root="result"), _schema.message(error))
 
 
 def check_schemas(skill: Skill) -> None:
@@ -79,23 +93,28 @@ def format_path(path: Iterable[object], root: str = "") -> str:
 _JSON_SCALARS = (str, int, bool, type(None))
 
 
-def json_problem(value: object, path: str = "result") -> tuple[str, str] | None:
-    """``(path, problem)`` for the first part of ``value`` that is not JSON, else None."""
+def json_problem(value: object, path: str = "result", depth: int = 0) -> tuple[str, str] | None:
+    """``(path, problem)`` for the first part of ``value`` that is not JSON, else None.
+
+    Nesting deeper than ``_json.MAX_DEPTH`` counts as not JSON: whatever walks the value
+    next (validation, encoding, events) would run out of stack."""
     if isinstance(value, _JSON_SCALARS):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else (path, f"{value} is not a JSON number")
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:
+        return path, f"nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 return path, f"object keys must be strings, found {type(key).__name__} key {key!r}"
-            problem = json_problem(item, f"{path}.{key}")
+            problem = json_problem(item, f"{path}.{key}", depth + 1)
             if problem:
                 return problem
         return None
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
+            problem = json_problem(item, f"{path}[{index}]", depth + 1)
             if problem:
                 return problem
         return None
@@ -116,43 +135,18 @@ def _compiled(skill: Skill, which: str) -> tuple[Validator, bool]:
 
 
 def _make_validator(skill: Skill, which: str, schema: Any) -> Validator:
-    from jsonschema import Draft202012Validator, exceptions
-
     try:
-        Draft202012Validator.check_schema(schema)
-    except exceptions.SchemaError as exc:
+        _schema.check_schema(schema)
+    except _schema.SchemaProblem as exc:
         key = "params" if which == "params" else "metadata"
-        where = format_path(exc.absolute_path, root=which if which == "params" else "metadata.returns")
+        where = format_path(exc.path, root=which if which == "params" else "metadata.returns")
         raise SkillLoadError(
-            f"{where or which} is not a valid JSON Schema: {exc.message}",
+            f"{where or which} is not a valid JSON Schema: {exc}",
             path=skill.path or f"<{skill.origin} skill>",
             line=skill.key_lines.get(key, skill.line),
             skill=skill.name,
         ) from None
-    cls = _defaulting_validator() if which == "params" else Draft202012Validator
-    return cls(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-_DEFAULTING: Any = None
-
-
-def _defaulting_validator() -> Any:
-    """Draft 2020-12 that fills in ``default`` for missing properties as it validates."""
-    global _DEFAULTING
-    if _DEFAULTING is None:
-        from jsonschema import Draft202012Validator, validators
-
-        validate_properties = Draft202012Validator.VALIDATORS["properties"]
-
-        def properties(validator: Any, props: dict[str, Any], instance: Any, schema: Any) -> Any:
-            if isinstance(instance, dict):
-                for name, sub in props.items():
-                    if isinstance(sub, dict) and "default" in sub and name not in instance:
-                        instance[name] = copy.deepcopy(sub["default"])
-            yield from validate_properties(validator, props, instance, schema)
-
-        _DEFAULTING = validators.extend(Draft202012Validator, {"properties": properties})
-    return _DEFAULTING
+    return _schema.validator_for(schema, defaulting=which == "params")  # type: ignore[no-any-return]
 
 
 def _has_defaults(schema: Any) -> bool:
@@ -163,16 +157,6 @@ def _has_defaults(schema: Any) -> bool:
     return False
 
 
-def _first_error(validator: Any, instance: object) -> Any:
-    """The most relevant error, or None. The valid case (the common one) stops at the
-    first check; ranking errors with ``best_match`` only happens when there are some."""
-    if next(validator.iter_errors(instance), None) is None:
-        return None
-    from jsonschema.exceptions import best_match
-
-    return best_match(validator.iter_errors(instance))
-
-
 def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     """``key=value`` strings (command line, ``name(key=value)``) typed by the schema.
 
@@ -180,8 +164,6 @@ def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]
     and arrays are read as JSON. A value that cannot be coerced stays a string, so the
     validator reports it with its path.
     """
-    import json
-
     props = (schema or {}).get("properties", {})
     out: dict[str, Any] = {}
     for key, text in pairs:
@@ -208,34 +190,42 @@ def coerce_params(schema: dict[str, Any] | None, pairs: Iterable[tuple[str, str]
 
 
 def schema_error(schema: Any) -> str | None:
-    """Why ``schema`` is not a valid JSON Schema (``at properties.n.type: ...``), or None."""
-    from jsonschema import Draft202012Validator, exceptions
-
+    """Why ``schema`` is not a usable JSON Schema (``not a valid JSON Schema at
+    properties.n.type: ...``), or None. Usable means valid Draft 2020-12, self-contained
+    (no remote or file ``$ref``) and RE2-compatible, checked within the same bounds as
+    values, so a schema from agent code (the agent's ``returns``) is data, never an
+    instruction to fetch or a pattern that hangs the host."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except exceptions.SchemaError as exc:
-        where = format_path(exc.absolute_path)
-        return f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"
+        _schema.check_schema(schema)
+    except _schema.SchemaProblem as exc:
+        where = format_path(exc.path)
+        return f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc}"
     return None
 
 
 def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
     """``(path, problem)`` if ``value`` fails the JSON Schema ``schema``, else None.
 
-    For schemas that arrive at run time (the agent's ``returns`` arg); validators are
-    cached by the schema's JSON text.
+    For schemas that arrive at run time (the agent's ``returns`` arg), within the same
+    bounds as every other schema; check them first with :func:`schema_error`.
+    Validators are cached by the schema's JSON text (at most 256: they come from
+    agent code).
     """
-    import json
-
-    from jsonschema import Draft202012Validator
-
     key = json.dumps(schema, sort_keys=True)
     validator = _RUNTIME.get(key)
     if validator is None:
-        Draft202012Validator.check_schema(schema)
-        validator = _RUNTIME[key] = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    error = _first_error(validator, value)
-    return None if error is None else (format_path(error.absolute_path, root="value"), error.message)
+        problem = schema_error(schema)
+        if problem is not None:
+            raise ValueError(problem)
+        validator = _schema.validator_for(schema)
+        if len(_RUNTIME) >= 256:
+            _RUNTIME.pop(next(iter(_RUNTIME)))
+        _RUNTIME[key] = validator
+    try:
+        error = _schema.first_error(validator, value)
+    except _schema.Unvalidatable as exc:
+        return "value", str(exc)
+    return None if error is None else (format_path(error.absolute_path, root="value"), _schema.message(error))
 
 
 _RUNTIME: dict[str, Any] = {}

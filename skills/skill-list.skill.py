@@ -9,7 +9,11 @@ frontmatter = {
     "params": {
         "type": "object",
         "properties": {
-            "match": {"type": "string", "description": "glob over names, or a word to find in descriptions"},
+            "match": {
+                "type": "string",
+                "maxLength": 200,
+                "description": "glob over names, or a word to find in descriptions",
+            },
             "tag": {"type": "string", "description": "only skills with this tag"},
         },
         "additionalProperties": False,

@@ -68,6 +68,7 @@ from ..errors import (
     ToolNotAllowed,
 )
 from ..middleware import AGENT, MiddlewareFn, level_of, served_middleware
+from ..run_record import AgentLimits
 from ..skill import Skill, is_skill_name
 from ..state.sessions import session_id_problem
 from ..tools import approval
@@ -171,8 +172,9 @@ class AgentRun:
             raise ArgsInvalid(
                 ctx.skill.name, "returns", "persistent mode never ends, so it cannot be combined with 'returns'"
             )
-        self.max_turns = float("inf") if self.persistent else int(self.config.get("max_turns", 30))
-        self.max_steps = int(self.config.get("max_steps", 30))
+        # An agent below another gets at most that agent's limits (see _agent_limits).
+        limits = _agent_limits(ctx, self.config, self.persistent)
+        self.max_turns, self.max_steps = limits.max_turns, limits.max_steps
         self.max_retries = int(self.config.get("max_retries", 3))
         self.allowed_tools: str | None = args.get("allowed_tools")
         if self.untrusted_caller and "allowed_tools" not in args:
@@ -199,7 +201,7 @@ class AgentRun:
         self.supervision = supervision_config(resolved, model_id=self.config.get("model_id"))
         self.parallel = bool(self.config.get("parallel_tool_calls", True))
         self.tool_timeout = _tool_timeout(ctx, self.config.get("tool_timeout"))
-        self.record = _child_record(ctx, self.name, self.supervision, session)
+        self.record = _child_record(ctx, self.name, self.supervision, session, limits)
         ctx._run = self.record
         self.ledger: Ledger = self.record.ledger  # type: ignore[assignment]
         self.recorder: Recorder | None = None
@@ -255,6 +257,7 @@ class AgentRun:
         self._turn_text: list[str] = []
         self._turn_calls = 0
         self._sandbox: Any = None
+        self._release_memory: Any = None
         self._code_ctx: Context | None = None
         self._model_slot: Gate | None = None  # held while a model call is in flight
         self._reports_model_calls = False  # the provider sends model-call events
@@ -401,6 +404,7 @@ class AgentRun:
                 try:  # shielded: a second cancel must not leave the sandbox or a call running
                     await asyncio.shield(self._release())
                 finally:
+                    self._release_memory()
                     self.cm.admission.leave_run(admitted)
             if self.returns is not None and not self.finished:
                 raise ResultInvalid(
@@ -997,8 +1001,10 @@ class AgentRun:
 #: The model config keys agent code may set when it starts a sub-agent. Everything else
 #: (endpoints, credentials, regions, sandbox limits) stays with the user's config: agent
 #: code must not redirect model traffic or lift its own limits.
+#: ``sandbox`` and the turn and step limits are allowed because a nested agent never gets
+#: more than its caller has (_agent_limits): agent code can only lower them.
 UNTRUSTED_CONFIG_KEYS = frozenset(
-    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream"}
+    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream", "sandbox"}
 )
 
 
@@ -1042,7 +1048,9 @@ def _next_outcome(body: dict[str, Any]) -> tuple[bool, Any]:
     return False, AgentAppsError(f"{error.get('type')}: {error.get('message')}")
 
 
-def _child_record(ctx: Context, name: str, supervision: Supervision, session: str | None) -> RunRecord:
+def _child_record(
+    ctx: Context, name: str, supervision: Supervision, session: str | None, limits: AgentLimits
+) -> RunRecord:
     """This agent's record in the run tree, once the spawn budget allows it to start:
     at most ``max_agents`` agents in the run and ``max_depth`` levels below the
     outermost, each the tightest of this agent's config and its callers'."""
@@ -1072,6 +1080,7 @@ def _child_record(ctx: Context, name: str, supervision: Supervision, session: st
         spawn=spawn,
         deadline=ledger.deadline(),
         priority=supervision.priority,
+        limits=limits,
     )
 
 
@@ -1125,15 +1134,35 @@ _POOL: Any = None
 
 async def _acquire_sandbox(run: AgentRun) -> Any:
     """A sandbox from the process-wide pool (pre-instantiated, so a new agent does not
-    wait), seeded with the run's memory and limited by ``config.sandbox``."""
+    wait), seeded with the run's memory and limited by the agent's limits (its
+    ``config.sandbox``, lowered to the enclosing agent's); its ``memory_mb`` counts
+    against the run's ``model.spawn.max_memory_mb`` until the run releases it."""
     global _POOL
-    from ..sandbox import SandboxLimits, SandboxPool
+    from ..sandbox import SandboxPool
+
+    record = run.record
+    limits = record.limits.sandbox  # type: ignore[union-attr]
+    run._release_memory = record.tree.reserve_memory(run.name, limits.memory_mb, record.spawn)  # type: ignore[arg-type]
+    try:
+        if _POOL is None:
+            _POOL = SandboxPool(size=2)
+        served = {"skill": run.serving.skill.name, "args": run.serving.args} if run.serving is not None else None
+        return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host, target=served)
+    except BaseException:
+        run._release_memory()
+        raise
+
+
+def _agent_limits(ctx: Context, config: Mapping[str, Any], persistent: bool) -> AgentLimits:
+    """The agent's limits: its own config's, each lowered to the enclosing agent's (a
+    sub-agent, or a prompt skill's agent below another agent, never gets more)."""
+    from ..sandbox import SandboxLimits
 
     try:
-        limits = SandboxLimits.from_config(run.config.get("sandbox"))
-    except ValueError as exc:
-        raise ArgsInvalid(run.ctx.skill.name, "config.sandbox", str(exc)) from None
-    if _POOL is None:
-        _POOL = SandboxPool(size=2)
-    served = {"skill": run.serving.skill.name, "args": run.serving.args} if run.serving is not None else None
-    return await _POOL.acquire(memory=run.memory_seed, limits=limits, call_host=run._call_host, target=served)
+        sandbox = SandboxLimits.from_config(config.get("sandbox"))
+    except (TypeError, ValueError) as exc:
+        raise ArgsInvalid(ctx.skill.name, "config.sandbox", str(exc)) from None
+    turns = float("inf") if persistent else int(config.get("max_turns", 30))
+    own = AgentLimits(sandbox, turns, int(config.get("max_steps", 30)))
+    above = ctx.run.limits
+    return own if above is None else above.tighter(own)

@@ -351,7 +351,7 @@ class SkillServer:
             structured_content=content,
             is_error=False,
             # tells an agent-apps client to unwrap {"result": value} back to the value
-            meta={WRAPPED: True} if content is not value else None,
+            meta={WRAPPED: True} if content is not value else None,  # type: ignore[call-arg]  # the "_meta" alias
         )
 
     # -- tool-list changes -------------------------------------------------------------

@@ -33,6 +33,9 @@ from typing import Any
 import wasmtime
 from wasmtime.component import Variant
 
+from .._json import MAX_DEPTH
+from .._json import loads as _loads
+from ..errors import SandboxError
 from . import _engine
 from ._limits import SandboxLimits
 from ._refs import options_refusal, ref_refusal
@@ -52,12 +55,36 @@ memory
 #: this long to unwind and report before the epoch callback traps it.
 STOP_GRACE = 0.5
 MAX_ERROR_MESSAGE = 8 * 1024
+#: One poll may carry at most this many times ``max_payload_kb`` of JSON (several
+#: gathered calls, each within the payload limit); more is refused before parsing.
+MAX_BATCH_PAYLOADS = 16
+_ENVELOPE_HEAD = '{"value":'
+_ENVELOPE_TAIL = ',"finished":'
+_BATCH_HEAD = '{"batch":['
 #: ``call_host(name, args)``, or ``call_host(name, args, **options)`` for a call that
 #: carries options (``middleware=[...]``, ``next=True``; see ``_refs.options_refusal``).
 CallHost = Callable[..., Awaitable[Any]]
 
+#: Workers the watchdog gave up on (stuck in a wait that wasmtime cannot interrupt)
+#: keep their store, and all its memory, until that wait returns: a store must not be
+#: freed while its thread runs inside it. So at most this many may exist per process;
+#: at the cap no sandbox starts or runs until one of them comes back.
+MAX_STUCK = 4
+
 _live_cores: weakref.WeakSet[Core] = weakref.WeakSet()
-_abandoned: weakref.WeakSet[Core] = weakref.WeakSet()  # stuck workers, for diagnostics
+_abandoned: weakref.WeakSet[Core] = weakref.WeakSet()  # stuck workers, until their thread ends
+
+
+def refuse_if_too_many_stuck() -> None:
+    """Raise :class:`SandboxError` while ``MAX_STUCK`` abandoned workers are alive."""
+    stuck = list(_abandoned)
+    if len(stuck) >= MAX_STUCK:
+        held = sum(core.limits.memory_mb for core in stuck)
+        raise SandboxError(
+            f"{len(stuck)} sandboxes are stuck in blocking system calls (at most {MAX_STUCK} per process) "
+            f"and hold up to {held} MB until their waits return; no sandbox starts or runs until one "
+            "does (restart the process to free them now)"
+        )
 
 
 def _err_entry(call_id: int, type_name: str, message: str) -> str:
@@ -98,6 +125,7 @@ class Core:
         self._deadline = 0.0
         self._timeout = 0.0
         self._calls = 0
+        self._call_ids: set[int] = set()  # every call id the guest used this run
         self._running = False
         self._run_token = 0
         self._submitted = 0              # last sequence number handed out (event loop)
@@ -135,6 +163,7 @@ class Core:
                         pass
         finally:
             self._drop_instance()
+            _abandoned.discard(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any, done: Callable[[bool, Any], None] | None = None) -> None:
         if self.closed:
@@ -289,6 +318,7 @@ class Core:
         if batch is not None:
             setup = batch if not setup else setup[:-1] + "," + batch[1:]  # two JSON objects, one
         self._calls = 0
+        self._call_ids = set()
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
         ticker = self.rt.ticker
@@ -347,42 +377,111 @@ class Core:
         return '{"limits":' + limits + "}"
 
     def _parse_envelope(self, raw: str) -> dict[str, Any]:
+        """Check the guest's report of a run: every limit again, host-side.
+
+        The runtime writes ``{"value":VALUE,"finished":...,"output":...,"error":...,
+        "memory":...}`` with the value first, so the value's text is cut out and judged
+        on its own (size, depth, NaN) and a refused value still leaves the output and
+        the memory. A batch (``Sandbox.run_batch``) writes ``{"batch":[REPORT, ...],
+        "memory":...}``, one report per piece of code, each judged the same way. Agent
+        code can tamper with the runtime, so nothing here trusts it: what does not fit
+        is refused or cut with a note, never raised.
+        """
+        if isinstance(raw, str) and raw.startswith(_BATCH_HEAD):
+            return self._parse_batch(raw)
+        cut = raw.rfind(_ENVELOPE_TAIL) if isinstance(raw, str) and raw.startswith(_ENVELOPE_HEAD) else -1
         try:
-            env = json.loads(raw)
+            if cut < 0:
+                raise ValueError("not a run report")
+            env = _loads("{" + raw[cut + 1 :])
             if not isinstance(env, dict):
                 raise ValueError("not an object")
         except ValueError as e:
-            return {
-                "value": None, "finished": False, "output": "", "calls": self._calls,
-                "error": f"SandboxError: the sandbox runtime returned a malformed result ({e}); "
-                         "was it tampered with?",
-            }
-        mem = env.get("memory")
-        if isinstance(mem, str):
-            try:
-                if isinstance(json.loads(mem), dict):
-                    self.memory_json = mem
-            except ValueError:
-                pass
-        batch = env.get("batch")
-        if isinstance(batch, list):
-            env["batch"] = [self._checked(part if isinstance(part, dict) else {}) for part in batch]
-        return self._checked(env)
+            return self._malformed(e)
+        notes = self._keep_memory(env.get("memory"))
+        return self._checked(env, raw[len(_ENVELOPE_HEAD) : cut], notes)
 
-    def _checked(self, env: dict[str, Any]) -> dict[str, Any]:
-        """One result of the guest, its fields bounded and typed."""
+    def _parse_batch(self, raw: str) -> dict[str, Any]:
+        try:
+            env = _loads(raw, max_depth=MAX_DEPTH + 3)  # {batch: [{value: ...}]}: values get MAX_DEPTH
+            parts = env.get("batch") if isinstance(env, dict) else None
+            if not isinstance(parts, list):
+                raise ValueError("not a batch report")
+        except ValueError as e:
+            return self._malformed(e)
+        notes = self._keep_memory(env.get("memory"))
+        checked = []
+        for index, part in enumerate(parts):
+            part = part if isinstance(part, dict) else {}
+            last = index == len(parts) - 1
+            checked.append(self._checked(part, json.dumps(part.get("value")), notes if last else []))
+        return {**self._malformed(ValueError("a batch has no single result")), "batch": checked}
+
+    def _malformed(self, e: Exception) -> dict[str, Any]:
+        return {
+            "value": None, "finished": False, "output": "", "calls": self._calls,
+            "error": f"SandboxError: the sandbox runtime returned a malformed result ({e}); "
+                     "was it tampered with?",
+        }
+
+    def _keep_memory(self, mem: Any) -> list[str]:
+        """Keep the guest's memory snapshot if it is sound; else the note that says why not."""
+        if mem is None:
+            return []
+        problem = self._memory_problem(mem)
+        if problem is not None:
+            return [f"[error: memory was not saved: {problem}; the last saved memory is kept]"]
+        self.memory_json = mem
+        return []
+
+    def _checked(self, env: dict[str, Any], value_text: str, notes: list[str]) -> dict[str, Any]:
+        """One result of the guest, its fields bounded and typed (``value_text``: the
+        value's JSON, judged on its own)."""
+        lim = self.limits
         out = env.get("output")
-        limit = self.limits.output_kb * 1024
+        limit = lim.output_kb * 1024
         if not isinstance(out, str):
-            env["output"] = ""
+            out = ""
         elif len(out) > limit + 2048:  # the guest truncates; this only bounds a tampered guest
-            env["output"] = out[:limit] + "\n[output truncated by the host]"
+            out = out[:limit] + "\n[output truncated by the host]"
         err = env.get("error")
-        if err is not None and not isinstance(err, str):
-            env["error"] = str(err)
-        env["finished"] = env.get("finished") is True
-        env["calls"] = self._calls
-        return env
+        if err is not None:
+            err = err if isinstance(err, str) else "SandboxError: the run reported a malformed error"
+            if len(err) > limit + 2048:
+                err = err[:limit] + "\n[error message truncated by the host]"
+        finished = env.get("finished") is True
+        value: Any = None
+        if len(value_text) > lim.max_payload_kb * 1024:
+            err = err or (
+                f"ValueError: the run's value is too large: {len(value_text) // 1024} KB > "
+                f"{lim.max_payload_kb} KB (max_payload_kb); return less, or print a summary"
+            )
+            finished = False
+        else:
+            try:
+                value = _loads(value_text)
+            except ValueError as e:
+                err = err or f"ValueError: the run's value was refused: {e}"
+                finished = False
+        if notes:
+            out = (out + "\n" if out and not out.endswith("\n") else out) + "\n".join(notes)
+        return {"value": value, "finished": finished, "output": out, "error": err, "calls": self._calls}
+
+    def _memory_problem(self, snapshot: Any) -> str | None:
+        """Why a memory snapshot from the guest cannot be kept, or None."""
+        if not isinstance(snapshot, str):
+            return "the snapshot is not JSON text"
+        if len(snapshot) > self.limits.max_payload_kb * 1024:
+            return (
+                f"its JSON is {len(snapshot) // 1024} KB, more than {self.limits.max_payload_kb} KB "
+                "(max_payload_kb); it stays usable in this sandbox but would be lost if the sandbox is reset"
+            )
+        try:
+            if not isinstance(_loads(snapshot), dict):
+                return "memory must be a dict"
+        except ValueError as e:
+            return str(e)
+        return None
 
     # -- the poll import (worker thread, called from inside wasm) ---------------------------
 
@@ -394,50 +493,27 @@ class Core:
         immediate: list[str] = []
         starts: list[tuple[int, str, Any, Any]] = []
         try:
-            req = json.loads(batch)
+            if len(batch) > MAX_BATCH_PAYLOADS * max_payload:
+                raise ValueError(
+                    f"{len(batch) // 1024} KB in one wait, more than {MAX_BATCH_PAYLOADS} x max_payload_kb"
+                )
+            req = _loads(batch, max_depth=MAX_DEPTH + 3)  # {calls: [[id, name, args]]}: args get MAX_DEPTH
             calls = req["calls"]
             cancels = req.get("cancel") or []
             if not isinstance(calls, list) or not isinstance(cancels, list):
                 raise ValueError("calls and cancel must be lists")
+            if len(calls) > lim.max_calls:
+                raise ValueError(f"{len(calls)} calls in one wait, more than max_calls ({lim.max_calls})")
         except (ValueError, KeyError, TypeError) as e:
             return Variant("err", f"SandboxError: malformed request from the sandbox runtime ({e})")
         big = len(batch) > max_payload
         for item in calls:
-            if (
-                not isinstance(item, list) or len(item) not in (3, 4) or not isinstance(item[0], int)
-                or isinstance(item[0], bool)
-            ):
-                return Variant("err", "SandboxError: malformed call in a request from the sandbox runtime")
-            call_id, name, args = item[:3]
-            options = item[3] if len(item) == 4 else None
-            self._calls += 1
-            if self._calls > lim.max_calls:
-                immediate.append(_err_entry(
-                    call_id, "LimitExceeded",
-                    f"too many ctx.manager.invoke() calls in one run (limit {lim.max_calls}, max_calls)",
-                ))
-                continue
-            refusal = ref_refusal(name)
-            if refusal is not None:
-                message = f"{self.caller_name} may not call {_short(name)}: {refusal}"
-                immediate.append(_err_entry(call_id, "ToolNotAllowed", message))
-                continue
-            if args is not None and not isinstance(args, dict):
-                immediate.append(_err_entry(call_id, "ArgsInvalid", f"args of {name!r} must be a JSON object or null"))
-                continue
-            problem = options_refusal(options) if options is not None else None
-            if problem is not None:
-                immediate.append(_err_entry(call_id, problem[0], f"{self.caller_name} calling {name!r}: {problem[1]}"))
-                continue
-            if big:
-                size = len(json.dumps(args))
-                if size > max_payload:
-                    immediate.append(_err_entry(
-                        call_id, "LimitExceeded",
-                        f"args of {name!r} are too large: {size // 1024} KB > {lim.max_payload_kb} KB (max_payload_kb)",
-                    ))
-                    continue
-            starts.append((call_id, name, args, options))
+            try:
+                starts.append(self._check_call_entry(item, big))
+            except _CallRefused as refused:
+                immediate.append(_err_entry(refused.call_id, refused.type_name, refused.message))
+            except _Malformed as e:
+                return Variant("err", f"SandboxError: malformed call in a request from the sandbox runtime ({e})")
         cancel_ids = [c for c in cancels if isinstance(c, int)]
         if starts or cancel_ids:
             loop = self.loop
@@ -466,6 +542,49 @@ class Core:
                 return Variant("err", self._stop)
             done, self._completed = self._completed, []
         return Variant("ok", "[" + ",".join(done) + "]")
+
+    def _check_call_entry(self, item: Any, big: bool) -> tuple[int, str, Any, Any]:
+        """The one place that judges a call entry from the guest: ``[id, name, args]``
+        or ``[id, name, args, options]``.
+
+        Returns the call to start; raises :class:`_CallRefused` for a call the guest
+        gets an error for, :class:`_Malformed` when the entry cannot be answered at
+        all (no usable id). Every rule the guest runtime applies is applied again
+        here, because agent code can change the runtime.
+        """
+        if (
+            not isinstance(item, list) or len(item) not in (3, 4) or not isinstance(item[0], int)
+            or isinstance(item[0], bool)
+        ):
+            raise _Malformed("a call must be [id, name, args] or [id, name, args, options] with an integer id")
+        call_id, name, args = item[:3]
+        options = item[3] if len(item) == 4 else None
+        if call_id in self._call_ids:
+            raise _Malformed(f"call id {call_id} was already used in this run")
+        self._call_ids.add(call_id)
+        lim = self.limits
+        self._calls += 1
+        if self._calls > lim.max_calls:
+            raise _CallRefused(
+                call_id, "LimitExceeded",
+                f"too many ctx.manager.invoke() calls in one run (limit {lim.max_calls}, max_calls)",
+            )
+        refusal = ref_refusal(name)
+        if refusal is not None:
+            raise _CallRefused(call_id, "ToolNotAllowed", f"{self.caller_name} may not call {_short(name)}: {refusal}")
+        if args is not None and not isinstance(args, dict):
+            raise _CallRefused(call_id, "ArgsInvalid", f"args of {name!r} must be a JSON object or null")
+        problem = options_refusal(options) if options is not None else None
+        if problem is not None:
+            raise _CallRefused(call_id, problem[0], f"{self.caller_name} calling {name!r}: {problem[1]}")
+        if big:
+            size = len(json.dumps(args))
+            if size > lim.max_payload_kb * 1024:
+                raise _CallRefused(
+                    call_id, "LimitExceeded",
+                    f"args of {name!r} are too large: {size // 1024} KB > {lim.max_payload_kb} KB (max_payload_kb)",
+                )
+        return call_id, name, args, options
 
     # -- host calls (event loop thread) ----------------------------------------------------
 
@@ -533,6 +652,18 @@ class Core:
 
 class _NoHost(Exception):
     type_name = "SandboxError"
+
+
+class _CallRefused(Exception):
+    """A call from the guest that is answered with an error and never started."""
+
+    def __init__(self, call_id: int, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.call_id, self.type_name, self.message = call_id, type_name, message
+
+
+class _Malformed(Exception):
+    """A request the host cannot answer call by call: the whole poll fails."""
 
 
 def _short(name: Any) -> str:

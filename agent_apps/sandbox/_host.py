@@ -22,13 +22,15 @@ an agent serves as middleware: ``{"skill": name, "args": {...}}``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from ._core import CallHost, Core, Trapped
+from ..errors import SandboxError
+from ._core import CallHost, Core, Trapped, refuse_if_too_many_stuck
 from ._limits import RunResult, SandboxLimits
 
 #: How long past its time limit a run may take before the host gives up on its
@@ -44,8 +46,14 @@ class Sandbox:
                  limits: SandboxLimits | None = None, call_host: CallHost | None = None,
                  caller_name: str = "agent code", target: Mapping[str, Any] | None = None) -> None:
         """Wrap a ready ``Core``; use ``await Sandbox.start(...)`` or a pool instead."""
+        try:
+            refuse_if_too_many_stuck()
+        except SandboxError:
+            core.stop_thread()
+            raise
         self._core = core
         self._lock = asyncio.Lock()
+        self._broken: str | None = None  # why a stuck sandbox could not be replaced
         self._memory_cache: tuple[str, Any] | None = None
         core.call_host = call_host
         core.caller_name = caller_name
@@ -109,8 +117,11 @@ class Sandbox:
         clock_json = None if clock is None else json.dumps({"time": float(clock["time"]), "seed": int(clock["seed"])})
         async with self._lock:
             core = self._core
+            if self._broken is not None:
+                raise SandboxError(f"this sandbox was closed: it got stuck and {self._broken}")
             if core.closed:
                 raise RuntimeError("the sandbox is closed")
+            refuse_if_too_many_stuck()
             loop = asyncio.get_running_loop()
             core.loop = loop
             core.context = contextvars.copy_context()
@@ -133,7 +144,8 @@ class Sandbox:
                 try:
                     await asyncio.wait_for(asyncio.shield(fut), WATCHDOG_GRACE)  # stops within a tick
                 except TimeoutError:
-                    await self._replace_stuck_core()
+                    with contextlib.suppress(SandboxError):  # too many stuck: stays closed
+                        await self._replace_stuck_core()
                 except BaseException:
                     pass
                 raise
@@ -141,7 +153,16 @@ class Sandbox:
                 watchdog.cancel()
                 core.cancel_calls()
             if outcome is _STUCK:
-                await self._replace_stuck_core()
+                try:
+                    await self._replace_stuck_core()
+                except SandboxError as exc:
+                    self._broken = str(exc)
+                    broken = RunResult(
+                        error=f"TimeoutError: the code was blocked in a system call past its time limit of "
+                        f"{limit:g} s (timeout) and was stopped; the sandbox cannot be replaced: {exc}",
+                        duration=time.perf_counter() - t0,
+                    )
+                    return [broken] * count
                 stuck = RunResult(
                     error=(
                         f"TimeoutError: the code was blocked in a system call past its time limit "
@@ -163,9 +184,11 @@ class Sandbox:
             return parts + [missing] * (count - len(parts))
 
     async def _replace_stuck_core(self) -> None:
-        """Abandon a worker stuck in a host call; carry the sandbox's state to a new one."""
+        """Abandon a worker stuck in a host call; carry the sandbox's state to a new one
+        (unless too many workers are stuck: then the sandbox stays closed)."""
         old = self._core
         old.abandon()
+        refuse_if_too_many_stuck()
         new = await new_core()
         new.call_host = old.call_host
         new.caller_name = old.caller_name

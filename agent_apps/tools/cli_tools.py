@@ -22,9 +22,9 @@ before anything runs; each ``{{name}}`` is replaced inside *one* argv element, a
 program runs without a shell, so ``;``, ``|``, ``$(...)`` stay literal characters. A
 string value that starts with ``-`` is refused unless the parameter says
 ``allow_option: true``, so a value cannot turn into an option (``--kubeconfig=...``).
-Note that JSON Schema patterns are *searches*: anchor them (``^...$``); ``$`` is
-enforced as the very end of the text (Python's ``re`` would also accept a trailing
-newline).
+Note that JSON Schema patterns are *searches*: anchor them (``^...$``). They run on
+RE2 (linear time, whatever the value), where ``$`` is the very end of the text (a
+trailing newline does not match).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._schema import check_pattern
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
 from ..skill import Skill
 from .paths import PathPolicy
@@ -77,8 +78,6 @@ class CliTool:
     args: tuple[str, ...]
     optional_args: Mapping[str, tuple[str, ...]]
     option_ok: frozenset[str]
-    #: Each pattern with ``$`` made strict (see :func:`strict_pattern`).
-    strict: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
     env: Mapping[str, str] | tuple[str, ...] = field(default=())
     timeout: float | None = None
 
@@ -89,11 +88,6 @@ class CliTool:
                 raise ArgsInvalid(skill, key, f"{value!r} starts with '-' and would be read as an option")
             if isinstance(value, str) and "\x00" in value:
                 raise ArgsInvalid(skill, key, "NUL characters are not allowed")
-            strict = self.strict.get(key)
-            if strict is not None and isinstance(value, str) and strict.search(value) is None:
-                raise ArgsInvalid(
-                    skill, key, f"{value!r} does not match {strict.pattern!r} ('$' ends the text, no newline)"
-                )
         out = [_render(a, values) for a in self.args]
         for key, extra in self.optional_args.items():
             # a boolean flag is "given" only when true: `force: false` must not add --force
@@ -121,34 +115,6 @@ class CliTool:
             name=ctx.skill.name,
         )
         return result.to_json()
-
-
-def strict_pattern(pattern: str) -> str:
-    """``pattern`` with each unescaped ``$`` outside a character class made ``\\Z``.
-
-    JSON Schema patterns are ECMA regexes, where ``$`` is the end of the text; the
-    validator uses Python's ``re``, where ``$`` also matches before a final newline,
-    so ``^[a-z]+$`` would let ``"pods\\n"`` through. Tools re-check with this.
-    """
-    out, escaped, in_class = [], False, False
-    for char in pattern:
-        if escaped:
-            out.append(char)
-            escaped = False
-        elif char == "\\":
-            out.append(char)
-            escaped = True
-        elif char == "[" and not in_class:
-            in_class = True
-            out.append(char)
-        elif char == "]" and in_class:
-            in_class = False
-            out.append(char)
-        elif char == "$" and not in_class:
-            out.append("\\Z")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def _render(template: str, values: Mapping[str, Any]) -> str:
@@ -244,8 +210,8 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
             raise fail(f"parameter {pname!r}: type must be one of {', '.join(sorted(_TYPES))}", f"{key}.type")
         if "pattern" in schema:
             try:
-                re.compile(schema["pattern"])
-            except (re.error, TypeError) as exc:
+                check_pattern(str(schema["pattern"]))
+            except ValueError as exc:
                 raise fail(f"parameter {pname!r}: bad pattern: {exc}", f"{key}.pattern") from None
         if spec.get("allow_option"):
             option_ok.add(pname)
@@ -291,7 +257,6 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
         args=tuple(str(a) for a in args),
         optional_args={k: tuple(str(a) for a in v) for k, v in optional_args.items()},
         option_ok=frozenset(option_ok),
-        strict={k: re.compile(strict_pattern(v["pattern"])) for k, v in properties.items() if "pattern" in v},
         env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else env,
         timeout=float(timeout) if timeout is not None else None,
     )

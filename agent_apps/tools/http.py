@@ -3,9 +3,11 @@
 Defaults (``security.http``): 30 s socket timeout, 1 MB body cap, GET/HEAD only,
 http and https only (also on redirects), and no private, loopback, link-local or
 otherwise reserved addresses (``allow_private: false``), so a model cannot reach the
-cloud metadata endpoint or services on localhost. The address check resolves the host
-before connecting; DNS that changes its answer between the check and the connect
-(rebinding) is not prevented. Requests can still carry data *out* in the URL: treat
+cloud metadata endpoint or services on localhost, in any spelling: IPv6 forms that
+carry an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4,
+Teredo) are judged by that address, and every redirect hop is checked again. The
+address check resolves the host before connecting; DNS that changes its answer
+between the check and the connect (rebinding) is not prevented. Requests can still carry data *out* in the URL: treat
 ``http-fetch`` as egress and deny it where that matters.
 """
 
@@ -60,13 +62,47 @@ def check_url(url: str, *, allow_private: bool, skill: str = "http-fetch") -> No
         raise PermissionDenied(skill, f"cannot resolve {parts.hostname}: {exc}", resource=url) from None
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if not address.is_global or address.is_multicast:
+        hidden = _embedded_ipv4(address)
+        if not _public(address, hidden):
+            shown = f"{address} ({', '.join(map(str, hidden))})" if hidden else str(address)
             raise PermissionDenied(
                 skill,
-                f"{parts.hostname} resolves to non-public address {address}",
+                f"{parts.hostname} resolves to non-public address {shown}",
                 rule="security.http.allow_private",
                 resource=url,
             )
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local use: maps whatever the site says
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
+
+
+def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: IPv4-mapped, IPv4-compatible,
+    NAT64, 6to4 and Teredo forms all reach an IPv4 host, often without saying so."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    found = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    if address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [a for a in found if a is not None]
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address, hidden: list[ipaddress.IPv4Address]) -> bool:
+    """Whether ``address`` is a public unicast address, judging every IPv4 address it
+    embeds too; the special IPv6 ranges themselves do not count as public."""
+    if address in _NAT64_LOCAL:
+        return False
+    special = address.is_multicast or address.is_unspecified or address.is_loopback or address.is_link_local
+    if special or not all(_public(ipv4, []) for ipv4 in hidden):
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and hidden and (
+        address.ipv4_mapped or address in _NAT64 or address in _COMPATIBLE
+    ):
+        return True  # only a translation of the IPv4 address just judged
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
+    return address.is_global and not address.is_reserved and not site_local
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):

@@ -127,7 +127,7 @@ class PathPolicy:
                 rule="security.allowed_paths",
                 resource=resolved,
             )
-        if write and os.path.basename(resolved) in PROTECTED_NAMES:
+        if write and not PROTECTED_NAMES.isdisjoint(_names_along(lexical) | {os.path.basename(resolved)}):
             raise PermissionDenied(
                 skill,
                 f"{shown} is agent-apps configuration; the file tools never write it",
@@ -143,6 +143,22 @@ class PathPolicy:
         return self.denied_rule(real, within=own) is None and (
             own is not None or any(_covers(e, real) for e in self.allowed)
         )
+
+
+def _names_along(path: str) -> set[str]:
+    """The file name of ``path`` as given and of every link its last component leads
+    through: ``notes.txt -> agent-apps.yaml -> real.yaml`` has all three names, so a
+    protected name is found whether it is the link, the target or in between."""
+    names = {os.path.basename(path)}
+    current = path
+    for _ in range(40):  # the kernel's own limit on links followed
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+        names.add(os.path.basename(current))
+    return names
 
 
 def _resolve(path: str, base: Path | str) -> str:

@@ -7,6 +7,7 @@ and a bystander sandbox is unaffected (its memory and its answers are intact).
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -16,6 +17,7 @@ from agent_apps.sandbox import Sandbox, SandboxLimits
 pytestmark = pytest.mark.anyio
 
 LIMITS = SandboxLimits(timeout=2, memory_mb=128, output_kb=8, max_calls=50, max_payload_kb=64)
+DEEP = "'[' * 5000 + ']' * 5000"  # agent code's text of a 5,000-deep JSON list
 
 
 def err(*needles: str):
@@ -102,6 +104,58 @@ ATTEMPTS = {
         "calls = [[i, 'echo', None] for i in range(1, 200)]\n"
         "json.loads(host.poll(json.dumps({'calls': calls, 'cancel': []}), 1000))",
         lambda res, host: len(host.calls) <= 50 or pytest.fail(f"{len(host.calls)} calls"),
+    ),
+    "tamper-runtime-finish-limit": (
+        "import sys\nrt = sys.modules['sandbox_guest']._runner\nrt.max_payload = 10**9\n"
+        "ctx.manager.finish('a' * 200_000)",
+        lambda res, host: (err("too large", "max_payload_kb")(res, host), res.finished and pytest.fail("finished")),
+    ),
+    "tamper-runtime-value-limit": (
+        "import sys\nrt = sys.modules['sandbox_guest']._runner\nrt.max_payload = 10**9\n'a' * 200_000",
+        lambda res, host: (err("too large", "max_payload_kb")(res, host), res.value is None or pytest.fail("kept")),
+    ),
+    "tamper-runtime-error-limit": (
+        "import sys\nrt = sys.modules['sandbox_guest']._runner\nrt.output_limit = 10**9\n"
+        "raise ValueError('x' * 1_000_000)",
+        lambda res, host: (err("ValueError", "truncated by the host")(res, host),
+                           len(res.error) < 11 * 1024 or pytest.fail(str(len(res.error)))),
+    ),
+    "raw-call-nan-arg": (
+        "from wit_world.imports import host\n"
+        "host.poll('{\"calls\": [[1, \"echo\", {\"timeout\": NaN}]], \"cancel\": []}', 1000)",
+        lambda res, host: (err("malformed request", "NaN")(res, host), host.calls == [] or pytest.fail("called")),
+    ),
+    "raw-call-infinite-arg": (
+        "from wit_world.imports import host\n"
+        "host.poll('{\"calls\": [[1, \"echo\", {\"timeout\": -1e999}]], \"cancel\": []}', 1000)",
+        lambda res, host: (err("malformed request", "too large")(res, host), host.calls == [] or pytest.fail("called")),
+    ),
+    "raw-call-infinity-literal": (
+        "from wit_world.imports import host\n"
+        "host.poll('{\"calls\": [[1, \"echo\", {\"n\": -Infinity}]], \"cancel\": []}', 1000)",
+        lambda res, host: (err("malformed request", "Infinity")(res, host), host.calls == [] or pytest.fail("called")),
+    ),
+    "raw-call-deep-args": (
+        "from wit_world.imports import host\n"
+        f"host.poll('{{\"calls\": [[1, \"echo\", {{\"d\": ' + {DEEP} + '}}]], \"cancel\": []}}', 1000)",
+        lambda res, host: (err("malformed request", "nested deeper")(res, host),
+                           host.calls == [] or pytest.fail("called")),
+    ),
+    "raw-call-duplicate-id": (
+        "from wit_world.imports import host\n"
+        "host.poll('{\"calls\": [[1, \"echo\", {\"a\": 1}], [1, \"echo\", {\"a\": 2}]], \"cancel\": []}', 1000)",
+        lambda res, host: (err("already used")(res, host), host.calls == [] or pytest.fail(str(host.calls))),
+    ),
+    "raw-call-oversized-batch": (
+        "from wit_world.imports import host\nimport json\n"
+        "calls = [[i, 'echo', {'x': 'a' * 60_000}] for i in range(1, 40)]\n"
+        "host.poll(json.dumps({'calls': calls, 'cancel': []}), 1000)",
+        lambda res, host: (err("malformed request", "in one wait")(res, host),
+                           host.calls == [] or pytest.fail("called")),
+    ),
+    "raw-call-bool-id": (
+        "from wit_world.imports import host\nhost.poll('{\"calls\": [[true, \"echo\", null]], \"cancel\": []}', 0)",
+        lambda res, host: (err("malformed call")(res, host), host.calls == [] or pytest.fail("called")),
     ),
     "malformed-poll-batch": (
         "from wit_world.imports import host\nhost.poll('{not json', 0)",
@@ -256,3 +310,114 @@ async def test_patching_json_does_not_break_the_runtime(sb):
     res = await sb.run("memory['x'] = [1, 2]\nmemory")
     assert res.value == {"seed": 1, "x": [1, 2]}
     assert sb.memory == {"seed": 1, "x": [1, 2]}
+
+
+TAMPERED_REPORTS = {
+    # the runtime's own encoder swapped: what reaches the host is judged by the host
+    "deep-value": ("rt._encode_value = lambda v: " + DEEP, "value was refused: JSON nested deeper than 128 levels"),
+    "nan-value": ("rt._encode_value = lambda v: 'NaN'", "value was refused: NaN is not a JSON number"),
+    "huge-value": ("rt._encode_value = lambda v: '\"' + 'a' * 200_000 + '\"'", "value is too large"),
+    "malformed-envelope": (
+        "run = rt.run\nrt.run = lambda code, setup: run(code, setup).replace('\"output\":', '\"output\":[', 1)",
+        "malformed result",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED_REPORTS))
+async def test_tampered_run_reports_are_checked_by_the_host(name, host, bystander):
+    patch, words = TAMPERED_REPORTS[name]
+    s = await Sandbox.start(memory={"kept": 1}, limits=LIMITS, call_host=host)
+    try:
+        res = await s.run(f"import sys\nrt = sys.modules['sandbox_guest']._runner\n{patch}\nprint('hi')")
+        res = await s.run("print('still here')\nmemory['more'] = 2\n'x'")
+        assert res.error is not None and words in res.error, res
+        assert res.value is None and not res.finished
+        if name != "malformed-envelope":  # the rest of the report is kept
+            assert res.output.startswith("still here") and s.memory == {"kept": 1, "more": 2}
+        assert (await bystander.run("memory['secret']")).value == "bystander"
+    finally:
+        await s.close()
+
+
+MEMORY_ATTACKS = {
+    "deep": ("rt._snapshot = lambda: ('{\"d\":' + " + DEEP + " + '}', None)", "nested deeper than 128"),
+    "nan": ("rt._snapshot = lambda: ('{\"d\": NaN}', None)", "NaN is not a JSON number"),
+    "not-a-dict": ("rt._snapshot = lambda: ('[1, 2]', None)", "must be a dict"),
+    "huge": ("memory['big'] = 'a' * 100_000", "more than 64 KB (max_payload_kb)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_ATTACKS))
+async def test_memory_snapshots_are_checked_by_the_host(name, host):
+    """A snapshot the host cannot keep is reported to the model; the last good one stays."""
+    patch, words = MEMORY_ATTACKS[name]
+    s = await Sandbox.start(memory={"kept": 1}, limits=LIMITS, call_host=host)
+    try:
+        res = await s.run(f"import sys\nrt = sys.modules['sandbox_guest']._runner\n{patch}\n'done'")
+        assert res.error is None and res.value == "done", res
+        assert "[error: memory was not saved" in res.output and words in res.output, res.output
+        assert s.memory == {"kept": 1}
+        assert (await s.run("1 + 1")).value == 2
+    finally:
+        await s.close()
+
+
+async def test_a_reused_call_id_cannot_leave_a_call_running(tmp_path):
+    """Two calls with one id: the second is refused, the first is still tracked, so it
+    is cancelled when the run ends instead of finishing its work afterwards."""
+    marker = tmp_path / "written"
+    started = asyncio.Event()
+
+    async def call_host(name, args):
+        started.set()
+        await asyncio.sleep(1.0)
+        marker.write_text(name)
+        return "done"
+
+    s = await Sandbox.start(limits=LIMITS, call_host=call_host)
+    try:
+        res = await s.run(
+            "from wit_world.imports import host\n"
+            "host.poll('{\"calls\": [[1, \"slow\", null]], \"cancel\": []}', 0)\n"
+            "host.poll('{\"calls\": [[1, \"slow\", null]], \"cancel\": []}', 0)"
+        )
+        assert "already used" in res.error
+        await asyncio.sleep(1.5)
+        assert started.is_set() and not marker.exists()
+    finally:
+        await s.close()
+
+
+async def test_stuck_sandboxes_are_capped_per_process(host, monkeypatch):
+    """Workers stuck in a wait the epoch cannot interrupt keep their memory until the
+    wait returns; at MAX_STUCK no sandbox starts, runs or is replaced, with a clear error."""
+    from agent_apps.errors import SandboxError
+    from agent_apps.sandbox import _core, _host
+
+    monkeypatch.setattr(_host, "WATCHDOG_GRACE", 0.2)
+    monkeypatch.setattr(_core, "MAX_STUCK", 2)
+    stuck = "import sys\nsys.modules['sandbox_guest._blocking']._select([], [], [], 2.5)"
+    a = await Sandbox.start(memory={"a": 1}, limits=SandboxLimits(timeout=0.2), call_host=host)
+    b = await Sandbox.start(memory={"b": 1}, limits=SandboxLimits(timeout=0.2), call_host=host)
+    try:
+        res = await a.run(stuck)  # one stuck worker: the sandbox is carried over to a new one
+        assert res.replaced and "blocked in a system call" in res.error
+        assert (await b.run("memory")).value == {"b": 1}
+        res = await a.run(stuck)  # the second reaches the cap: no replacement
+        assert not res.replaced and "cannot be replaced" in res.error and "2 sandboxes are stuck" in res.error
+        with pytest.raises(SandboxError, match="2 sandboxes are stuck"):
+            await b.run("1")
+        with pytest.raises(SandboxError, match="no sandbox starts or runs"):
+            await Sandbox.start()
+        for _ in range(100):  # the waits return; the workers end and free their stores
+            if not _core._abandoned:
+                break
+            await asyncio.sleep(0.05)
+        assert not _core._abandoned
+        assert (await b.run("memory")).value == {"b": 1}
+        with pytest.raises(SandboxError, match="this sandbox was closed: it got stuck"):
+            await a.run("1")
+    finally:
+        await a.close()
+        await b.close()

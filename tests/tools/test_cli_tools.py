@@ -257,13 +257,6 @@ tools:
 """
 
 
-def test_strict_pattern():
-    from agent_apps.tools.cli_tools import strict_pattern
-
-    assert strict_pattern("^[a-z$]+$") == "^[a-z$]+\\Z"
-    assert strict_pattern("^a\\$b$") == "^a\\$b\\Z"
-
-
 def test_errors_name_the_file_and_line_and_the_rest_still_load(workspace, tmp_path):
     path = tmp_path / "tools.yaml"
     path.write_text(BROKEN)
