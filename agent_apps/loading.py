@@ -74,7 +74,8 @@ def load_file(path: Path, *, origin: str, root: str | None = None) -> Skill:
             data = fh.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             raise SkillLoadError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB", path=str(path))
-        text = data.decode("utf-8-sig")  # a byte-order mark is tolerated
+        # a byte-order mark is tolerated; line ends read as in text mode (CRLF, CR: LF)
+        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillLoadError(f"cannot read: {exc}", path=str(path)) from None
     try:

@@ -251,7 +251,7 @@ def test_ctrl_c_cancels_cleanly(tmp_path, skills_path, write_skill):
     "argv", [["describe", "big", "--json"], ["describe", "big"], ["config", "big", "--json"], ["list", "--json"]]
 )
 def test_output_cut_short_by_the_reader_ends_quietly(tmp_path, skills_path, write_skill, argv):
-    body = "\n".join(f"line {i} of a long prompt, and a long config value" for i in range(20000))
+    body = "\n".join(f"line {i} of a long prompt, and a long config value" for i in range(6000))  # < 1 MB
     write_skill("big.skill.md", f"---\ndescription: big\nmetadata:\n  notes: {json.dumps(body)}\n---\n{body}\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_apps", *argv, "--path", str(skills_path)],
