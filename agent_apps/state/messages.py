@@ -137,8 +137,8 @@ class Entry:
 
     def show_stale(self) -> None:
         """From now on :attr:`message` is the one-line form of a long tool result."""
-        if self._stale is not None:
-            self._message, self._body = json.loads(self._stale), None
+        if self._stale is not None:  # decoded with the others, in decode()'s one pass
+            self._message, self._body = None, self._stale
         elif self._body is None and self._message is not None:
             self._message = stale_form(self._message) or self._message
 
