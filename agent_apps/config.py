@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -524,6 +523,8 @@ class Cascade:
         return data
 
     def _read_pyproject(self, path: Path) -> dict[str, Any] | None:
+        import tomllib
+
         try:
             with path.open("rb") as fh:
                 table = tomllib.load(fh).get("tool", {}).get("agent-apps")
