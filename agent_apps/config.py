@@ -393,6 +393,7 @@ class Cascade:
         self.home = home
         self._project = project
         self._files: dict[Path, tuple[int, dict[str, Any]]] = {}
+        self._tables: dict[Path, tuple[int, dict[str, Any] | None]] = {}
         #: Every known key (see ``_KNOWN``), or None while it cannot be known yet.
         self._keys = keys
         self._checked: dict[str, tuple[Mapping[str, Any], Mapping[tuple[str, ...], str]]] = {}
@@ -523,6 +524,14 @@ class Cascade:
         return data
 
     def _read_pyproject(self, path: Path) -> dict[str, Any] | None:
+        """``[tool.agent-apps]``, read once per change of the file, as :meth:`_read` does."""
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return None
+        cached = self._tables.get(path)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
         import tomllib
 
         try:
@@ -530,7 +539,9 @@ class Cascade:
                 table = tomllib.load(fh).get("tool", {}).get("agent-apps")
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
-        return table if isinstance(table, dict) else None
+        table = table if isinstance(table, dict) else None
+        self._tables[path] = (mtime, table)
+        return table
 
 
 def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:
