@@ -3,7 +3,6 @@ point of every invocation (the stages themselves are in :mod:`agent_apps.pipelin
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
@@ -228,6 +227,8 @@ class ContextManager:
         for error in self.catalog.errors:  # a source of several skills (an MCP server) failed
             if error.skill and "*" in error.skill and fnmatch.fnmatchcase(name, error.skill):
                 return SkillNotFound(name, reason=str(error))
+        import difflib
+
         return SkillNotFound(name, suggestions=difflib.get_close_matches(name, list(self.catalog.skills), n=3))
 
     def describe(self, name: str) -> dict[str, Any]:
