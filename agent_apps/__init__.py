@@ -83,28 +83,8 @@ _LAZY = {
     "ContextManager": "manager",
     "hookimpl": "plugins",
     "Skill": "skill",
-    **dict.fromkeys(
-        (
-            "AgentAppsError",
-            "ApprovalPending",
-            "ArgsInvalid",
-            "BudgetExceeded",
-            "Cancelled",
-            "ConfigError",
-            "GuardrailTripped",
-            "LimitExceeded",
-            "MiddlewareError",
-            "ReplayDiverged",
-            "ResultInvalid",
-            "SandboxError",
-            "SkillFailed",
-            "SkillLoadError",
-            "SkillNotFound",
-            "ToolNotAllowed",
-        ),
-        "errors",
-    ),
 }
+_LAZY.update((name, "errors") for name in __all__ if name not in _LAZY and name != "__version__")  # the rest
 
 
 def __getattr__(name: str) -> Any:

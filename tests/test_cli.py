@@ -221,6 +221,15 @@ def test_import_agent_apps_loads_nothing_of_the_kernel(tmp_path):
     assert not modules & {*HEAVY, *SLOW_TO_IMPORT, "pluggy", "agent_apps.manager", "agent_apps.config"}
 
 
+def test_every_public_name_resolves():
+    import agent_apps
+    import agent_apps.tools
+
+    for package in (agent_apps, agent_apps.tools):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+
+
 def test_list_imports_no_event_loop_no_validator_no_entry_points(tmp_path, skills_path, write_skill):
     write_skill("count", COUNT)
     modules = _imported_by(f"from agent_apps.cli import main\nmain(['list', '--path', {str(skills_path)!r}])", tmp_path)
