@@ -97,8 +97,11 @@ def test_broken_entry_point_package_is_reported_not_fatal(tmp_path, monkeypatch)
 
 def test_entry_points_are_read_only_when_a_package_mentions_the_group(tmp_path, monkeypatch):
     """importlib.metadata is slow to import: the quick look decides whether it is needed."""
+    from importlib.machinery import PathFinder
+
     from agent_apps.plugins import ENTRY_POINT_GROUP, _may_declare
 
+    monkeypatch.setattr(sys, "meta_path", [PathFinder])  # a test run may have added others
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), str(tmp_path / "missing")])
     _installed(tmp_path / "site", "other-pkg", "[console_scripts]\nother = other:main\n")
     assert not _may_declare(ENTRY_POINT_GROUP)
@@ -106,6 +109,14 @@ def test_entry_points_are_read_only_when_a_package_mentions_the_group(tmp_path, 
     assert _may_declare(ENTRY_POINT_GROUP)
     (tmp_path / "eggs.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # a zip on sys.path: cannot tell
     monkeypatch.setattr(sys, "path", [str(tmp_path / "eggs.zip")])
+    assert _may_declare(ENTRY_POINT_GROUP)
+    monkeypatch.setattr(sys, "path", [])
+
+    class Finder:  # another source of distributions (importlib_metadata adds one): cannot tell either
+        def find_distributions(self, context=None):
+            return []
+
+    monkeypatch.setattr(sys, "meta_path", [Finder(), PathFinder])
     assert _may_declare(ENTRY_POINT_GROUP)
 
 
