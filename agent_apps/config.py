@@ -535,6 +535,14 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 
 def _load_pyproject(path: Path) -> dict[str, Any] | None:
+    """The ``[tool.agent-apps]`` table, kept between processes like skill files' parses
+    (most projects' pyproject.toml has none, and reading one costs importing tomllib)."""
+    from .parse_cache import ParseCache
+
+    cache = ParseCache(path.parent, kind="pyproject")
+    kept = cache.get(str(path))
+    if kept is not None:
+        return kept[0]  # type: ignore[no-any-return]
     import tomllib
 
     try:
@@ -542,7 +550,10 @@ def _load_pyproject(path: Path) -> dict[str, Any] | None:
             table = tomllib.load(fh).get("tool", {}).get("agent-apps")
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
-    return table if isinstance(table, dict) else None
+    table = table if isinstance(table, dict) else None
+    cache.put(str(path), (table,))
+    cache.save()
+    return table
 
 
 def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:

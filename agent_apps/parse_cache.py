@@ -18,13 +18,18 @@ An entry is served only while its file is provably unchanged:
   clean" rule): two writes within one tick of the file system's clock, leaving the same
   size, would otherwise share a key;
 * the whole file is ignored when the agent-apps version, the Python version or the
-  parsing code (:mod:`agent_apps.loading`) changed since it was written.
+  parsing code (:mod:`agent_apps.loading`, :mod:`agent_apps.config`) changed since it
+  was written.
 
 Processes share the files safely: each is written whole to a temporary name and
 renamed into place, a reader sees the old or the new one, and an unreadable one counts
-as empty, as does one that is not the user's own or that others may write. Values are stored with :mod:`marshal`, the format of Python's own bytecode
-cache, which round-trips every literal a frontmatter may hold; a value it cannot
-store (a YAML date) leaves that file out.
+as empty, as does one that is not the user's own or that others may write. Values are
+stored with :mod:`marshal`, the format of Python's own bytecode cache, which
+round-trips every literal a frontmatter may hold; a value it cannot store (a YAML or
+TOML date) leaves that file out.
+
+The config cascade keeps the ``[tool.agent-apps]`` table of a project's
+``pyproject.toml`` the same way (``kind="pyproject"``).
 """
 
 from __future__ import annotations
@@ -55,19 +60,20 @@ def cache_dir() -> Path:
 
 
 class ParseCache:
-    """The parses of the skill files under one search-path directory.
+    """The parses of the skill files under one search-path directory (or, with another
+    ``kind``, of other files read at every start, kept apart from those).
 
     :meth:`get` answers from the file written by an earlier process; :meth:`put`
     records a fresh parse; :meth:`save` writes back what this scan saw (so entries of
     deleted files go), if anything changed.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kind: str = "skills") -> None:
         self.root = str(root)
-        name = self.root.encode("utf-8", "surrogateescape")
+        name = f"{kind}:{self.root}".encode("utf-8", "surrogateescape")
         import zlib
 
-        self.file = cache_dir() / f"{zlib.crc32(name):08x}{zlib.adler32(name):08x}.marshal"
+        self.file = cache_dir() / f"{kind}-{zlib.crc32(name):08x}{zlib.adler32(name):08x}.marshal"
         # path -> (key, the marshalled parse): each get() hands out a fresh copy, so
         # what the caller does with it never reaches the cache
         self._old: dict[str, tuple[tuple[int, ...], bytes]] | None = None
@@ -155,14 +161,16 @@ def _stamp() -> tuple[Any, ...]:
     and the parsing code itself (an edited checkout counts)."""
     global _STAMP
     if _STAMP is None:
-        from . import __version__, loading
+        from . import __version__
 
-        try:
-            st = os.stat(loading.__file__)
-            code = (st.st_size, st.st_mtime_ns)
-        except (OSError, TypeError):
-            code = (0, 0)
-        _STAMP = (_FORMAT, __version__, sys.version, code)
+        code = []
+        for name in ("loading.py", "config.py"):  # what parses skill files, pyproject.toml
+            try:
+                st = os.stat(os.path.join(os.path.dirname(__file__), name))
+                code.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                code.append((0, 0))
+        _STAMP = (_FORMAT, __version__, sys.version, tuple(code))
     return _STAMP
 
 

@@ -138,3 +138,27 @@ def test_the_cache_keeps_one_file_per_directory_and_prunes_the_oldest(root, monk
         found(directory)
         time.sleep(0.01)
     assert len(list(parse_cache.cache_dir().iterdir())) == 2
+
+
+def test_a_projects_pyproject_table_is_kept_too(root, tmp_path, monkeypatch):
+    import tomllib
+
+    from agent_apps import ContextManager
+
+    loads: list[str] = []
+    load = tomllib.load
+    monkeypatch.setattr(tomllib, "load", lambda fh: loads.append(fh.name) or load(fh))
+    project = tmp_path / "project"
+    project.mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "p"\n\n[tool.agent-apps.model]\nmodel_id = "kept"\n')
+
+    def model_id() -> str | None:  # a new manager, as in a new process
+        cm = ContextManager([], cwd=project, env=False, user=False, entry_points=False, bundled=False)
+        return cm.config_for(None).values["model"].get("model_id")
+
+    assert [model_id(), model_id()] == ["kept", "kept"] and len(loads) == 1
+    pyproject.write_text('[project]\nname = "p"\n\n[tool.agent-apps.model]\nmodel_id = "newer"\n')
+    assert model_id() == "newer" and len(loads) == 2  # another size: the racy rule is off here
+    pyproject.write_text('[project]\nname = "p"\n')  # no table: that is kept as well
+    assert [model_id(), model_id()] == [None, None] and len(loads) == 3
