@@ -486,14 +486,15 @@ class ContextManager:
     def _onion(
         self, skill: Skill, call_middleware: Sequence[MiddlewareRef] | None
     ) -> Callable[[Context, Any], Any] | None:
-        """The composed middleware for one invocation (cached per skill)."""
-        from .middleware import applies, compose, expand_agent
-
+        """The composed middleware for one invocation (cached per skill). Middleware
+        helpers are imported only to build it, not on every call."""
         if skill.kind == "callback" or skill.is_middleware:
             fixed: list[MiddlewareFn] = []
         else:
             fixed = skill._cache.get("middleware")  # type: ignore[assignment]
             if fixed is None:
+                from .middleware import applies, expand_agent
+
                 refs: list[MiddlewareRef] = [*self._plugin_middleware(), *self._middleware]
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
@@ -502,17 +503,20 @@ class ContextManager:
                 # model- and run-level middleware wrap model calls and agent runs, not this
                 fixed = skill._cache["middleware"] = [fn for fn in every if applies(fn, skill)]
         if call_middleware:
+            from .middleware import applies, compose, expand_agent
+
             call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
-        call_fns = [self._middleware_fn(r) for r in call_middleware or ()]
-        chain = fixed + [fn for fn in call_fns if applies(fn, skill)]
-        if not chain:
+            if call_middleware:
+                chain = fixed + [fn for fn in map(self._middleware_fn, call_middleware) if applies(fn, skill)]
+                return compose(chain) if chain else None
+        if not fixed:
             return None
-        if not call_middleware:
-            onion = skill._cache.get("onion")
-            if onion is None:
-                onion = skill._cache["onion"] = compose(chain)
-            return onion
-        return compose(chain)
+        onion = skill._cache.get("onion")
+        if onion is None:
+            from .middleware import compose
+
+            onion = skill._cache["onion"] = compose(list(fixed))
+        return onion
 
     def _plugin_middleware(self) -> list[MiddlewareRef]:
         _ = self.catalog  # loads the plugins
