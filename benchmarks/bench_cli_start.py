@@ -35,7 +35,10 @@ REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "skills"
 
 
-def whole_process(argv: list[str], *, cwd: Path, env: dict[str, str], before: Callable[[], None] | None = None) -> float:
+Before = Callable[[], None] | None  # run before each timed run (not timed)
+
+
+def whole_process(argv: list[str], *, cwd: Path, env: dict[str, str], before: Before = None) -> float:
     """Milliseconds from start to exit of one run of ``argv``."""
     if before is not None:
         before()
@@ -48,7 +51,7 @@ def whole_process(argv: list[str], *, cwd: Path, env: dict[str, str], before: Ca
 
 
 def measure(
-    argv: list[str], runs: int, *, cwd: Path, env: dict[str, str], before: Callable[[], None] | None = None
+    argv: list[str], runs: int, *, cwd: Path, env: dict[str, str], before: Before = None
 ) -> tuple[list[float], list[float]]:
     """``runs`` timings of ``argv`` and of ``python -c pass``, taken in turn."""
     bare = [sys.executable, "-c", "pass"]
