@@ -14,30 +14,33 @@ Importing this package is cheap: the sandbox, providers and MCP load on first us
 
 from __future__ import annotations
 
-from .config import DEFAULTS
-from .context import Context, Manager, Signal
-from .errors import (
-    AgentAppsError,
-    ApprovalPending,
-    ArgsInvalid,
-    BudgetExceeded,
-    Cancelled,
-    ConfigError,
-    GuardrailTripped,
-    LimitExceeded,
-    MiddlewareError,
-    ReplayDiverged,
-    ResultInvalid,
-    SandboxError,
-    SkillFailed,
-    SkillLoadError,
-    SkillNotFound,
-    ToolNotAllowed,
-)
-from .events import EventBus
-from .manager import ContextManager
-from .plugins import hookimpl
-from .skill import Skill
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import DEFAULTS
+    from .context import Context, Manager, Signal
+    from .errors import (
+        AgentAppsError,
+        ApprovalPending,
+        ArgsInvalid,
+        BudgetExceeded,
+        Cancelled,
+        ConfigError,
+        GuardrailTripped,
+        LimitExceeded,
+        MiddlewareError,
+        ReplayDiverged,
+        ResultInvalid,
+        SandboxError,
+        SkillFailed,
+        SkillLoadError,
+        SkillNotFound,
+        ToolNotAllowed,
+    )
+    from .events import EventBus
+    from .manager import ContextManager
+    from .plugins import hookimpl
+    from .skill import Skill
 
 __version__ = "0.1.0"
 
@@ -68,3 +71,32 @@ __all__ = [
     "__version__",
     "hookimpl",
 ]
+
+#: Where each public name lives: imported on first access (PEP 562), so that
+#: ``import agent_apps`` and the command line's start pay only for what they use.
+_LAZY = {
+    "DEFAULTS": "config",
+    "Context": "context",
+    "Manager": "context",
+    "Signal": "context",
+    "EventBus": "events",
+    "ContextManager": "manager",
+    "hookimpl": "plugins",
+    "Skill": "skill",
+}
+_LAZY.update((name, "errors") for name in __all__ if name not in _LAZY and name != "__version__")  # the rest
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_apps' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,7 +394,7 @@ class Cascade:
         self.cwd = cwd
         self.home = home
         self._project = project
-        self._files: dict[Path, tuple[int, dict[str, Any]]] = {}
+        self._files: dict[Path, tuple[int, Any]] = {}  # config files, by path: (mtime, what was read)
         #: Every known key (see ``_KNOWN``), or None while it cannot be known yet.
         self._keys = keys
         self._checked: dict[str, tuple[Mapping[str, Any], Mapping[tuple[str, ...], str]]] = {}
@@ -496,42 +495,67 @@ class Cascade:
         return list(reversed(chain))
 
     def _read(self, path: Path) -> dict[str, Any] | None:
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:
-            return None
-        cached = self._files.get(path)
-        if cached is not None and cached[0] == mtime:
-            return cached[1]
-        import yaml
-
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise ConfigError(
-                f"bad YAML: {getattr(exc, 'problem', None) or exc}",
-                path=str(path),
-                line=mark.line + 1 if mark is not None else None,
-            ) from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"must hold a mapping, not {type(data).__name__}", path=str(path))
-        problem = config_problem(data)
-        if problem is not None:
-            keys, expected = problem
-            raise ConfigError(
-                f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(path.read_text(), keys)
-            )
-        self._files[path] = (mtime, data)
-        return data
+        return _by_mtime(self._files, path, _load_yaml)
 
     def _read_pyproject(self, path: Path) -> dict[str, Any] | None:
-        try:
-            with path.open("rb") as fh:
-                table = tomllib.load(fh).get("tool", {}).get("agent-apps")
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
-        return table if isinstance(table, dict) else None
+        """``[tool.agent-apps]``, read once per change of the file, as :meth:`_read` does."""
+        return _by_mtime(self._files, path, _load_pyproject)
+
+
+def _by_mtime(cache: dict[Path, tuple[int, Any]], path: Path, load: Callable[[Path], Any]) -> Any:
+    """``load(path)``, again only once the file changed (None if there is no file): a
+    command resolves the cascade several times."""
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    cached = cache.get(path)
+    if cached is None or cached[0] != mtime:
+        cached = cache[path] = (mtime, load(path))
+    return cached[1]
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(
+            f"bad YAML: {getattr(exc, 'problem', None) or exc}",
+            path=str(path),
+            line=mark.line + 1 if mark is not None else None,
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"must hold a mapping, not {type(data).__name__}", path=str(path))
+    problem = config_problem(data)
+    if problem is not None:
+        keys, expected = problem
+        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(path.read_text(), keys))
+    return data
+
+
+def _load_pyproject(path: Path) -> dict[str, Any] | None:
+    """The ``[tool.agent-apps]`` table, kept between processes like skill files' parses
+    (most projects' pyproject.toml has none, and reading one costs importing tomllib)."""
+    from .parse_cache import ParseCache
+
+    cache = ParseCache(path.parent, kind="pyproject")
+    kept = cache.get(str(path))
+    if kept is not None:
+        return kept[0]  # type: ignore[no-any-return]
+    import tomllib
+
+    try:
+        with path.open("rb") as fh:
+            table = tomllib.load(fh).get("tool", {}).get("agent-apps")
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
+    table = table if isinstance(table, dict) else None
+    cache.put(str(path), (table,))
+    cache.save()
+    return table
 
 
 def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:

@@ -12,9 +12,7 @@ persisted in the state store, which :meth:`EventBus.sync_persisted` keeps in ste
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -22,11 +20,12 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+    import logging
+
     from .manager import ContextManager
 
 __all__ = ["PERSISTED_PREFIX", "EventBus", "Subscriber"]
-
-log = logging.getLogger("agent_apps.events")
 
 Subscriber = Callable[[str, dict[str, Any]], Any] | str
 
@@ -113,10 +112,12 @@ class EventBus:
                 if inspect.isawaitable(result):
                     self._schedule(result, sub)
             except Exception:
-                log.warning("event subscriber %r for topic %r failed", handler, topic, exc_info=True)
+                _log().warning("event subscriber %r for topic %r failed", handler, topic, exc_info=True)
 
     async def drain(self) -> None:
         """Wait until every scheduled asynchronous delivery has finished."""
+        import asyncio
+
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
@@ -127,11 +128,13 @@ class EventBus:
         return sub.pattern == topic if sub.exact else fnmatchcase(topic, sub.pattern)
 
     def _schedule(self, awaitable: Awaitable[Any], sub: _Subscription) -> None:
+        import asyncio
+
         async def deliver() -> None:
             try:
                 await awaitable
             except Exception:
-                log.warning("event subscriber %r for topic %r failed", sub.handler, sub.pattern, exc_info=True)
+                _log().warning("event subscriber %r for topic %r failed", sub.handler, sub.pattern, exc_info=True)
 
         try:
             loop = asyncio.get_running_loop()
@@ -145,8 +148,15 @@ class EventBus:
         else:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
-            log.warning("event for %r dropped: no event loop to deliver it on", sub.pattern)
+            _log().warning("event for %r dropped: no event loop to deliver it on", sub.pattern)
 
     def _track(self, future: asyncio.Future[Any]) -> None:
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
+
+
+def _log() -> logging.Logger:
+    """The module's logger; logging is imported when something goes wrong, not at start."""
+    import logging
+
+    return logging.getLogger("agent_apps.events")

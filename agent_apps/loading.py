@@ -19,17 +19,17 @@ bounded before any recursive code sees it), and every parser failure, down to a
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib.util
 import sys
-import traceback
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SkillLoadError
 from .skill import FOLDER_FILES, Skill
+
+if TYPE_CHECKING:
+    from .parse_cache import ParseCache
 
 __all__ = ["CODE_SUFFIX", "PROMPT_SUFFIX", "load_file", "load_source", "skill_name_for"]
 
@@ -64,38 +64,55 @@ def skill_name_for(path: Path) -> str | None:
     return None
 
 
-def load_file(path: Path, *, origin: str, root: str | None = None) -> Skill:
-    """Read one skill file; raise :class:`SkillLoadError` naming file and line."""
+def load_file(path: Path, *, origin: str, root: str | None = None, cache: ParseCache | None = None) -> Skill:
+    """Read one skill file; raise :class:`SkillLoadError` naming file and line.
+
+    With ``cache`` (discovery's, one per search-path directory), a file unchanged since
+    an earlier process parsed it is not parsed again; the skill is built and checked
+    from that parse as from a fresh one."""
     default_name = skill_name_for(path)
     if default_name is None:
         raise SkillLoadError("not a skill file (expected *.skill.py, *.skill.md or NAME/SKILL.md)", path=str(path))
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise SkillLoadError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB", path=str(path))
-        # a byte-order mark is tolerated; line ends read as in text mode (CRLF, CR: LF)
-        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SkillLoadError(f"cannot read: {exc}", path=str(path)) from None
-    try:
-        if path.name.endswith(CODE_SUFFIX):
-            return _code_skill(text, str(path), default_name, origin=origin, root=root)
-        return _prompt_skill(text, str(path), default_name, origin=origin, root=root)
-    except (RecursionError, MemoryError):
-        raise SkillLoadError("the file nests too deeply to be read", path=str(path)) from None
+    where = str(path)
+    code = path.name.endswith(CODE_SUFFIX)
+    parsed: Any = cache.get(where) if cache is not None else None
+    if parsed is None:
+        try:
+            with path.open("rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise SkillLoadError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB", path=where)
+            # a byte-order mark is tolerated; line ends read as in text mode (CRLF, CR: LF)
+            text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SkillLoadError(f"cannot read: {exc}", path=where) from None
+        try:
+            parsed = _parse_code(text, where) if code else _parse_prompt(text, where)
+        except (RecursionError, MemoryError):
+            raise SkillLoadError("the file nests too deeply to be read", path=where) from None
+        if cache is not None:
+            cache.put(where, parsed)
+    if code:
+        return _code_skill(parsed, where, default_name, origin=origin, root=root, loader=_import_main)
+    return _prompt_skill(parsed, where, default_name, origin=origin, root=root)
 
 
 def load_source(source: str, *, origin: str = "inline") -> Skill:
     """Build a code skill from Python source (for ``inline://`` refs)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    return _code_skill(source, f"<inline:{digest}>", "inline", origin=origin, root=None)
+    import hashlib
+
+    path = f"<inline:{hashlib.sha256(source.encode()).hexdigest()[:16]}>"
+    loader = _inline_loader(source, path)
+    return _code_skill(_parse_code(source, path), path, "inline", origin=origin, root=None, loader=loader)
 
 
 # -- code skills ---------------------------------------------------------------------
 
 
-def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: str | None) -> Skill:
+def _parse_code(text: str, path: str) -> tuple[Any, int, dict[str, int], int | None, bool]:
+    """What a code skill's source says: ``(frontmatter, its line, key lines, the line of
+    main or None, whether main may be a middleware's)``. Read from the syntax tree: the
+    module is not run."""
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
@@ -127,7 +144,21 @@ def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: s
         ) from None
     if _depth(frontmatter) > MAX_FRONTMATTER_DEPTH:
         raise SkillLoadError(f"the frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels", path=path, line=line)
-    key_lines = _key_lines(frontmatter_node)
+    main_async = isinstance(main_node, (ast.AsyncFunctionDef, ast.Assign, ast.ImportFrom))
+    main_line = main_node.lineno if main_node is not None else None
+    return frontmatter, line, _key_lines(frontmatter_node), main_line, main_async
+
+
+def _code_skill(
+    parsed: tuple[Any, int, dict[str, int], int | None, bool],
+    path: str,
+    default_name: str,
+    *,
+    origin: str,
+    root: str | None,
+    loader: Callable[[Skill], Callable[..., Any]],
+) -> Skill:
+    frontmatter, line, key_lines, main_line, main_async = parsed
     skill = Skill.from_frontmatter(
         frontmatter,
         default_name=default_name,
@@ -138,21 +169,21 @@ def _code_skill(text: str, path: str, default_name: str, *, origin: str, root: s
         origin=origin,
         root=root,
     )
-    if main_node is None:
+    if main_line is None:
         raise SkillLoadError(
             "no main function: define 'async def main(ctx, args)' (or a plain def)",
             path=path,
             line=line,
             skill=skill.name,
         )
-    if skill.is_middleware and not isinstance(main_node, (ast.AsyncFunctionDef, ast.Assign, ast.ImportFrom)):
+    if skill.is_middleware and not main_async:
         raise SkillLoadError(
             "a middleware's main must be 'async def' (it awaits ctx.manager.next())",
             path=path,
-            line=main_node.lineno,
+            line=main_line,
             skill=skill.name,
         )
-    skill._loader = _import_main if not path.startswith("<inline:") else _inline_loader(text, path)
+    skill._loader = loader
     return skill
 
 
@@ -197,6 +228,8 @@ def _first_non_literal(node: ast.expr) -> ast.expr:
 
 def _package_for(directory: Path) -> str:
     """A synthetic package for a skill directory, so relative imports work."""
+    import hashlib
+
     digest = hashlib.sha256(str(directory).encode()).hexdigest()[:12]
     if _PACKAGE not in sys.modules:
         root = types.ModuleType(_PACKAGE)
@@ -212,6 +245,8 @@ def _package_for(directory: Path) -> str:
 
 
 def _import_main(skill: Skill) -> Callable[..., Any]:
+    import importlib.util
+
     assert skill.path is not None
     path = Path(skill.path)
     stem = path.name[: -len(CODE_SUFFIX)].replace("-", "_").replace(".", "_")
@@ -261,6 +296,8 @@ def _main_of(module: types.ModuleType, skill: Skill) -> Callable[..., Any]:
 
 
 def _line_in(exc: BaseException, path: str) -> int | None:
+    import traceback
+
     line = None
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename == path:
@@ -273,7 +310,9 @@ def _line_in(exc: BaseException, path: str) -> int | None:
 # -- prompt skills -------------------------------------------------------------------
 
 
-def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root: str | None) -> Skill:
+def _parse_prompt(text: str, path: str) -> tuple[Any, dict[str, int], list[str], Any, str]:
+    """What a prompt skill's file says: ``(frontmatter, key lines, warnings, metadata set
+    aside, body)``, with other tools' ways of writing frontmatter already read."""
     import yaml
 
     lines = text.splitlines(keepends=True)
@@ -307,6 +346,18 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
         if isinstance(node, yaml.MappingNode):
             key_lines = {k.value: k.start_mark.line + 2 for k, _ in node.value if isinstance(k.value, str)}
     warnings = [f"{path}:{key_lines.get(key, 1) if key else 1}: {message}" for message, key in notes]
+    return frontmatter, key_lines, warnings, aside, "".join(lines[end + 1 :]).strip("\n")
+
+
+def _prompt_skill(
+    parsed: tuple[Any, dict[str, int], list[str], Any, str],
+    path: str,
+    default_name: str,
+    *,
+    origin: str,
+    root: str | None,
+) -> Skill:
+    frontmatter, key_lines, warnings, aside, body = parsed
     skill = Skill.from_frontmatter(
         frontmatter,
         default_name=default_name,
@@ -317,7 +368,7 @@ def _prompt_skill(text: str, path: str, default_name: str, *, origin: str, root:
         origin=origin,
         root=root,
         lenient_keys=True,
-        body="".join(lines[end + 1 :]).strip("\n"),
+        body=body,
         warnings=warnings,
     )
     if aside:  # kept for describe, never read

@@ -3,31 +3,32 @@ point of every invocation (the stages themselves are in :mod:`agent_apps.pipelin
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import fnmatch
 import os
-import secrets
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from . import pipeline
-from .allowed_tools import Visible, visible_tools
-from .config import Cascade, Layer, Resolved, agent_apps_home, key_table
-from .context import Context, Signal
+from .config import Cascade, Layer, agent_apps_home, key_table
 from .errors import AgentAppsError, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
 from .loading import load_file, load_source, skill_name_for
-from .middleware import MiddlewareFn, applies, compose, expand_agent, skill_middleware
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
 from .skill import Skill, is_skill_name
-from .validation import check_schemas
 
+# What only running a skill needs (the pipeline, contexts, middleware, validation, and
+# asyncio below them) is imported where it is used: listing or describing skills, and
+# the command line's start, never pay for it (docs/cli.md, "Start-up time").
 if TYPE_CHECKING:
+    import asyncio
+
     from .admission import Admission
+    from .allowed_tools import Visible
     from .batch import Batch
+    from .config import Resolved
+    from .context import Context
+    from .middleware import MiddlewareFn
     from .run_record import RunRecord
     from .state import StateStore
 
@@ -36,7 +37,7 @@ __all__ = ["ContextManager"]
 CALLBACK_SCHEME = "callback://"
 _PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "skill.md")
 
-MiddlewareRef = str | tuple[str, dict[str, Any]] | MiddlewareFn
+MiddlewareRef: TypeAlias = "str | tuple[str, dict[str, Any]] | MiddlewareFn"
 
 
 class ContextManager:
@@ -64,7 +65,7 @@ class ContextManager:
         max_depth: int = 64,
         state: str | os.PathLike[str] | StateStore | None = None,
     ) -> None:
-        self.id = secrets.token_hex(3)
+        self.id = os.urandom(3).hex()  # what secrets.token_hex(3) does, without importing it
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.home = Path(home) if home is not None else agent_apps_home()
         self.max_depth = max_depth
@@ -226,10 +227,14 @@ class ContextManager:
         for error in self.catalog.errors:  # a source of several skills (an MCP server) failed
             if error.skill and "*" in error.skill and fnmatch.fnmatchcase(name, error.skill):
                 return SkillNotFound(name, reason=str(error))
+        import difflib
+
         return SkillNotFound(name, suggestions=difflib.get_close_matches(name, list(self.catalog.skills), n=3))
 
     def describe(self, name: str) -> dict[str, Any]:
         """A skill's description; also checks its schemas against the meta-schema."""
+        from .validation import check_schemas
+
         skill = self.get(name)
         check_schemas(skill)
         return skill.describe()
@@ -260,6 +265,8 @@ class ContextManager:
 
     def visible_tools(self, allowed: str | None, *, caller: str | None = None, exclude: Iterable[str] = ()) -> Visible:
         """Which skills a caller with ``allowed`` may see (the agent's tool list)."""
+        from .allowed_tools import visible_tools
+
         return visible_tools(self.skills(), allowed, caller=caller, exclude=exclude)
 
     def visible_to(self, caller: Context | None) -> Visible:
@@ -294,6 +301,9 @@ class ContextManager:
         Cancelling ``signal`` raises :class:`Cancelled`; cancelling the awaiting task
         (or Ctrl-C) cancels the signal too, so threads and sandboxes stop.
         """
+        from . import pipeline
+        from .context import Signal
+
         signal = options.get("signal") or Signal()
         options["signal"] = signal
         timeout = options.pop("timeout", None)
@@ -301,6 +311,8 @@ class ContextManager:
             return await signal.guard(pipeline.invoke(self, ref, args, None, options))
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
             raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        import asyncio
+
         timer = asyncio.get_running_loop().call_later(timeout, signal.cancel, f"timed out after {timeout:g} s")
         try:
             return await signal.guard(pipeline.invoke(self, ref, args, None, options))
@@ -319,6 +331,8 @@ class ContextManager:
 
     def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
         """:meth:`invoke` for scripts: runs its own event loop until the result is in."""
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -355,6 +369,8 @@ class ContextManager:
         return Batch(self, ref, inputs, concurrency=concurrency, ray=ray, retries=retries, config=config)
 
     async def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
+        from . import pipeline
+
         return await pipeline.invoke(self, ref, args, parent, options)
 
     # -- durable runs (docs/durability.md) ------------------------------------------------
@@ -396,6 +412,8 @@ class ContextManager:
         agent code can never use it (it is not a bare name). It is released when
         ``owner``'s invocation ends (or by :meth:`release`).
         """
+        import secrets
+
         ref = f"{CALLBACK_SCHEME}{name}.{secrets.token_urlsafe(12)}"
         self._callbacks[ref] = Skill(
             name=name,
@@ -468,12 +486,15 @@ class ContextManager:
     def _onion(
         self, skill: Skill, call_middleware: Sequence[MiddlewareRef] | None
     ) -> Callable[[Context, Any], Any] | None:
-        """The composed middleware for one invocation (cached per skill)."""
+        """The composed middleware for one invocation (cached per skill). Middleware
+        helpers are imported only to build it, not on every call."""
         if skill.kind == "callback" or skill.is_middleware:
             fixed: list[MiddlewareFn] = []
         else:
             fixed = skill._cache.get("middleware")  # type: ignore[assignment]
             if fixed is None:
+                from .middleware import applies, expand_agent
+
                 refs: list[MiddlewareRef] = [*self._plugin_middleware(), *self._middleware]
                 refs += self.config_for(skill).values.get("middleware") or []
                 refs += list(skill.middleware)
@@ -482,17 +503,20 @@ class ContextManager:
                 # model- and run-level middleware wrap model calls and agent runs, not this
                 fixed = skill._cache["middleware"] = [fn for fn in every if applies(fn, skill)]
         if call_middleware:
+            from .middleware import applies, compose, expand_agent
+
             call_middleware = expand_agent(self, skill, list(call_middleware), done=fixed)
-        call_fns = [self._middleware_fn(r) for r in call_middleware or ()]
-        chain = fixed + [fn for fn in call_fns if applies(fn, skill)]
-        if not chain:
+            if call_middleware:
+                chain = fixed + [fn for fn in map(self._middleware_fn, call_middleware) if applies(fn, skill)]
+                return compose(chain) if chain else None
+        if not fixed:
             return None
-        if not call_middleware:
-            onion = skill._cache.get("onion")
-            if onion is None:
-                onion = skill._cache["onion"] = compose(chain)
-            return onion
-        return compose(chain)
+        onion = skill._cache.get("onion")
+        if onion is None:
+            from .middleware import compose
+
+            onion = skill._cache["onion"] = compose(list(fixed))
+        return onion
 
     def _plugin_middleware(self) -> list[MiddlewareRef]:
         _ = self.catalog  # loads the plugins
@@ -507,6 +531,8 @@ class ContextManager:
         key = ref if isinstance(ref, str) else (ref[0], repr(sorted(ref[1].items())))
         fn = self._middleware_fns.get(key)
         if fn is None:
+            from .middleware import skill_middleware
+
             try:
                 fn = self._middleware_fns[key] = skill_middleware(self, ref)
             except AgentAppsError as exc:

@@ -131,7 +131,7 @@ def load_plugins(
         name = pm.register(plugin)
         if name is not None:
             dists[name] = getattr(plugin, "__name__", name)
-    if entry_points:
+    if entry_points and _may_declare(ENTRY_POINT_GROUP):
         from importlib.metadata import entry_points as _entry_points
 
         for ep in _entry_points(group=ENTRY_POINT_GROUP):
@@ -146,3 +146,39 @@ def load_plugins(
                 continue
             dists[ep.name] = dist
     return pm, dists, errors
+
+
+def _may_declare(group: str) -> bool:
+    """Whether an installed distribution may declare an entry point in ``group``.
+
+    A quick look at the files :mod:`importlib.metadata` reads (``entry_points.txt`` in
+    each ``*.dist-info`` and ``*.egg-info`` on ``sys.path``), so that when no package
+    mentions the group (the usual case) importlib.metadata, which costs a command's
+    start more than the look, is not imported at all. Whatever this does not read (a zip
+    file on sys.path, a finder of distributions of its own) counts as a yes.
+    """
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder for f in sys.meta_path):
+        return True
+    needle = group.encode()
+    for entry in sys.path:
+        try:
+            root = os.fspath(entry) or "."
+            children = os.listdir(root)
+        except (TypeError, NotADirectoryError):
+            return True
+        except OSError:  # not there
+            continue
+        for child in children:
+            if not child.lower().endswith((".dist-info", "egg-info")):
+                continue
+            try:
+                with open(os.path.join(root, child, "entry_points.txt"), "rb") as fh:
+                    if needle in fh.read():
+                        return True
+            except OSError:  # none, or an egg-info file
+                continue
+    return False

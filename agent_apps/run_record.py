@@ -22,7 +22,7 @@ accounts it points to.
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -155,7 +155,7 @@ class RunRecord:
         given one. The deadline is the earlier of this record's and ``deadline``; the
         priority is this record's unless given.
         """
-        agent_id = secrets.token_hex(6)
+        agent_id = os.urandom(6).hex()  # secrets.token_hex(6), without importing secrets at start
         top = self.agent_id is None
         if self.deadline is not None and (deadline is None or self.deadline < deadline):
             deadline = self.deadline

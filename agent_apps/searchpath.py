@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .errors import SkillLoadError
 from .loading import CODE_SUFFIX, PROMPT_SUFFIX, load_file
+from .parse_cache import ParseCache
 from .skill import FOLDER_FILES, Skill
 
 __all__ = ["Catalog", "Root", "bundled_roots", "scan"]
@@ -119,16 +120,20 @@ def _not_mounted(tool: Skill, winner: Skill) -> None:
 
 
 def scan(root: Root) -> Iterator[Skill | SkillLoadError]:
-    """Every skill file under ``root``, in a stable (sorted, depth-first) order."""
+    """Every skill file under ``root``, in a stable (sorted, depth-first) order.
+
+    Files unchanged since an earlier scan are not parsed again (:mod:`.parse_cache`)."""
     if not root.path.is_dir():
         return
+    cache = ParseCache(root.path)
     for path in _skill_files(root.path):
         try:
-            yield load_file(path, origin=root.origin, root=str(root.path))
+            yield load_file(path, origin=root.origin, root=str(root.path), cache=cache)
         except SkillLoadError as exc:
             yield exc
         except Exception as exc:  # a parser bug must not cost the other skills: this file's error
             yield SkillLoadError(f"cannot load: {type(exc).__name__}: {exc}", path=str(path))
+    cache.save()
 
 
 def _skill_files(directory: Path) -> Iterator[Path]:

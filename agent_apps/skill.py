@@ -7,7 +7,6 @@ never executes any of them.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -294,6 +293,8 @@ def check_frontmatter(
             if lenient_keys or key in _AGENT_SKILLS_KEYS:
                 extra[key] = value
                 continue
+            import difflib
+
             close = difflib.get_close_matches(str(key), list(_KEYS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise fail(f"unknown frontmatter key {key!r}{hint}; known keys: {', '.join(_KEYS)}", str(key))

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import _schema
+from . import _schema, _simple_schema
 from ._json import MAX_DEPTH
 from .errors import ArgsInvalid, ResultInvalid, SkillLoadError
 from .skill import Skill
@@ -29,8 +29,11 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
     """Validated args with schema defaults filled in; never mutates the caller's dict.
 
     A broken ``metadata.returns`` fails here too, before the skill (or a prompt skill's
-    model) runs, rather than after the work is done."""
-    if skill.returns is not None:
+    model) runs, rather than after the work is done.
+
+    Simple schemas that a valid value passes never reach jsonschema (see
+    :mod:`._simple_schema`): a command-line invocation then does not import it."""
+    if skill.returns is not None and not _simple(skill, "returns"):
         _compiled(skill, "returns")
     if args is None:
         args = {}
@@ -43,6 +46,10 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
         if args:
             raise ArgsInvalid(skill.name, next(iter(args)), "this skill takes no args")
         return args
+    if _simple(skill, "params"):
+        quick = copy.deepcopy(args) if skill._cache["simple:params"] == "defaults" else args
+        if _simple_schema.accepts(skill.params, quick, defaults=True):
+            return quick
     validator, has_defaults = _compiled(skill, "params")
     if has_defaults:
         args = copy.deepcopy(args)
@@ -60,7 +67,7 @@ def validate_result(skill: Skill, result: object) -> None:
     problem = json_problem(result)
     if problem is not None:
         raise ResultInvalid(skill.name, *problem)
-    if skill.returns is None:
+    if skill.returns is None or (_simple(skill, "returns") and _simple_schema.accepts(skill.returns, result)):
         return
     validator, _ = _compiled(skill, "returns")
     try:
@@ -122,6 +129,18 @@ def json_problem(value: object, path: str = "result", depth: int = 0) -> tuple[s
 
 
 # -- internals -----------------------------------------------------------------------
+
+
+def _simple(skill: Skill, which: str) -> bool:
+    """Whether the skill's ``params`` or ``returns`` schema is one :mod:`._simple_schema`
+    can check (cached on the skill, as the compiled validators are)."""
+    key = f"simple:{which}"
+    simple = skill._cache.get(key)
+    if simple is None:
+        schema = skill.params if which == "params" else skill.returns
+        simple = _simple_schema.is_simple(schema) and ("defaults" if _has_defaults(schema) else "plain")
+        skill._cache[key] = simple
+    return bool(simple)
 
 
 def _compiled(skill: Skill, which: str) -> tuple[Validator, bool]:

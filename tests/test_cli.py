@@ -206,6 +206,47 @@ def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, writ
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+#: What the command line's start leaves out (docs/cli.md, "Start-up time"), beyond HEAVY.
+SLOW_TO_IMPORT = ("asyncio", "jsonschema", "importlib.metadata", "tomllib", "yaml")
+
+
+def _imported_by(code, cwd):
+    result = _run("-c", f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_import_agent_apps_loads_nothing_of_the_kernel(tmp_path):
+    modules = _imported_by("import agent_apps\nassert 'ContextManager' in dir(agent_apps)", tmp_path)
+    assert not modules & {*HEAVY, *SLOW_TO_IMPORT, "pluggy", "agent_apps.manager", "agent_apps.config"}
+
+
+def test_every_public_name_resolves():
+    import agent_apps
+    import agent_apps.tools
+
+    for package in (agent_apps, agent_apps.tools):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+
+
+def test_list_imports_no_event_loop_no_validator_no_entry_points(tmp_path, skills_path, write_skill):
+    write_skill("count", COUNT)
+    modules = _imported_by(f"from agent_apps.cli import main\nmain(['list', '--path', {str(skills_path)!r}])", tmp_path)
+    assert not modules & {*HEAVY, "asyncio", "jsonschema", "importlib.metadata", "tomllib"}
+    assert "agent_apps.pipeline" not in modules
+
+
+def test_invoking_a_skill_with_a_simple_schema_does_not_import_jsonschema(tmp_path, skills_path, write_skill):
+    write_skill("count", COUNT)
+    invoke = f"main(['invoke', 'count', 'text=a b', '--path', {str(skills_path)!r}])"
+    modules = _imported_by(f"from agent_apps.cli import main\n{invoke}", tmp_path)
+    assert "asyncio" in modules  # something ran
+    assert not modules & {*HEAVY, "importlib.metadata", "tomllib"}
+    bad = _run("-m", "agent_apps", "invoke", "count", "text:=42", "--path", str(skills_path), cwd=tmp_path)
+    assert bad.returncode == 2 and "42 is not of type 'string'" in bad.stderr  # jsonschema's word, when it fails
+
+
 def test_exit_codes_from_a_real_process(tmp_path, skills_path, write_skill):
     write_skill("count", COUNT)
     ok = _run("-m", "agent_apps", "invoke", "count", "text=a b", "--path", str(skills_path), cwd=tmp_path)

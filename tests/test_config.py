@@ -54,6 +54,25 @@ def test_project_yaml_wins_over_pyproject_in_the_same_directory(tmp_path):
     assert cm.config_for(None).values["model"]["model_id"] == "from-yaml"
 
 
+def test_pyproject_is_read_once_per_change(tmp_path, monkeypatch):
+    import os
+    import tomllib
+
+    project = tmp_path / "project"
+    project.mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text('[tool.agent-apps.model]\nmodel_id = "first"\n')
+    reads = []
+    load = tomllib.load
+    monkeypatch.setattr(tomllib, "load", lambda fh: reads.append(fh.name) or load(fh))
+    cm = make(tmp_path, tmp_path / "none")
+    assert [cm.config_for(None).values["model"]["model_id"] for _ in range(3)] == ["first"] * 3
+    assert len(reads) == 1
+    pyproject.write_text('[tool.agent-apps.model]\nmodel_id = "second"\n')
+    os.utime(pyproject, ns=(0, pyproject.stat().st_mtime_ns + 1))
+    assert cm.config_for(None).values["model"]["model_id"] == "second" and len(reads) == 2
+
+
 def test_middleware_lists_concatenate(tmp_path, monkeypatch):
     user_config(tmp_path, monkeypatch, "middleware: [audit]\n")
     project = tmp_path / "project"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from agent_apps import ContextManager, hookimpl
@@ -78,19 +79,45 @@ def test_reload_sees_new_files(tmp_path):
     assert [s.name for s in cm.skills()] == ["fresh"]
 
 
+def _installed(site, dist, entry_points):
+    """A distribution's metadata on ``site``, as an installer leaves it."""
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
 def test_broken_entry_point_package_is_reported_not_fatal(tmp_path, monkeypatch):
-    import importlib.metadata as md
-
-    class FakeEP:
-        name, dist = "broken", None
-
-        def load(self):
-            raise ImportError("missing dependency 'frobnicate'")
-
-    monkeypatch.setattr(md, "entry_points", lambda group: [FakeEP()] if group == "agent_apps.skills" else [])
+    _installed(tmp_path / "site", "broken-pkg", "[agent_apps.skills]\nbroken = frobnicate_not_installed.plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
     cm = ContextManager([], cwd=tmp_path, env=False, project=False, user=False)
     assert "skill-list" in [s.name for s in cm.skills()]
-    assert any("frobnicate" in str(e) for e in cm.errors)
+    assert any("broken-pkg" in str(e) and "frobnicate" in str(e) for e in cm.errors)
+
+
+def test_entry_points_are_read_only_when_a_package_mentions_the_group(tmp_path, monkeypatch):
+    """importlib.metadata is slow to import: the quick look decides whether it is needed."""
+    from importlib.machinery import PathFinder
+
+    from agent_apps.plugins import ENTRY_POINT_GROUP, _may_declare
+
+    monkeypatch.setattr(sys, "meta_path", [PathFinder])  # a test run may have added others
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), str(tmp_path / "missing")])
+    _installed(tmp_path / "site", "other-pkg", "[console_scripts]\nother = other:main\n")
+    assert not _may_declare(ENTRY_POINT_GROUP)
+    _installed(tmp_path / "site", "skills-pkg", f"[{ENTRY_POINT_GROUP}]\nmine = mine.plugin\n")
+    assert _may_declare(ENTRY_POINT_GROUP)
+    (tmp_path / "eggs.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # a zip on sys.path: cannot tell
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "eggs.zip")])
+    assert _may_declare(ENTRY_POINT_GROUP)
+    monkeypatch.setattr(sys, "path", [])
+
+    class Finder:  # another source of distributions (importlib_metadata adds one): cannot tell either
+        def find_distributions(self, context=None):
+            return []
+
+    monkeypatch.setattr(sys, "meta_path", [Finder(), PathFinder])
+    assert _may_declare(ENTRY_POINT_GROUP)
 
 
 def test_a_directory_on_the_path_twice_is_scanned_once(tmp_path):

@@ -39,13 +39,9 @@ ENGINE_SETTINGS = "epoch_interruption=1;max_wasm_stack=default;v1"
 
 def cache_dir() -> Path:
     """Where compiled components are cached (created on demand)."""
-    override = os.environ.get("AGENT_APPS_CACHE_DIR")
-    if override:
-        base = Path(override).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "agent-apps"
-    return base / "sandbox"
+    from ..parse_cache import cache_root
+
+    return cache_root() / "sandbox"
 
 
 def _version(dist: str) -> str:

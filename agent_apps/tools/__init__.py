@@ -12,16 +12,15 @@ policy with human approval. See docs/security.md for the model as a whole.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .approval import ApprovalRequest, Approver, TerminalApprover, session, set_approver
-from .errors import PermissionDenied
-from .paths import PathPolicy
-from .plugin import ToolsPlugin
-from .settings import security_for
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..context import Context
+    from .approval import ApprovalRequest, Approver, TerminalApprover, session, set_approver
+    from .errors import PermissionDenied
+    from .paths import PathPolicy
+    from .plugin import ToolsPlugin
+    from .settings import security_for
 
 __all__ = [
     "ApprovalRequest",
@@ -38,6 +37,31 @@ __all__ = [
     "set_approver",
 ]
 
+#: Where the classes and helpers above live: imported on first access, since every
+#: manager registers :class:`ToolsPlugin` and the approval machinery needs asyncio.
+_LAZY = {
+    "ApprovalRequest": "approval",
+    "Approver": "approval",
+    "TerminalApprover": "approval",
+    "session": "approval",
+    "set_approver": "approval",
+    "PermissionDenied": "errors",
+    "PathPolicy": "paths",
+    "ToolsPlugin": "plugin",
+    "security_for": "settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
     """The path boundaries that hold for the invocation ``ctx``.
@@ -48,6 +72,9 @@ def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
     too. Only that agent's code gets them: not the skills it calls, not sub-agents,
     not other agents, never for writing.
     """
+    from .paths import PathPolicy
+    from .settings import security_for
+
     cm = ctx.manager.context_manager
     readable = readable_folders(ctx) if reading else ()
     return PathPolicy.from_security(security_for(ctx), cwd=cm.cwd, agent_home=cm.home, readable=readable)

@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..plugins import hookimpl
-from .cli_tools import load_tools_file
-from .middleware import permission_middleware
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -63,6 +61,8 @@ class ToolsPlugin:
     def agent_apps_configure(self, manager: ContextManager) -> None:
         catalog = manager.catalog
         for path in self.tools_files(manager):
+            from .cli_tools import load_tools_file  # only when there is a tools.yaml
+
             skills, errors = load_tools_file(path)
             for skill in skills:
                 catalog.add(skill)
@@ -70,4 +70,6 @@ class ToolsPlugin:
 
     @hookimpl
     def agent_apps_middleware(self) -> Sequence[Any]:
+        from .middleware import permission_middleware  # asked for when something runs
+
         return [permission_middleware] if self.permissions else []
