@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 
 from agent_apps import ContextManager
 from agent_apps._simple_schema import accepts, is_simple
-from agent_apps.validation import _defaulting_validator
+from agent_apps._schema import validator_for
 
 TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
 WORDS = ["a", "b", "text", "n", "on", "items", ""]
@@ -123,7 +123,7 @@ def test_every_quick_yes_is_jsonschemas_yes_with_the_same_defaults():
             quick, slow = copy.deepcopy(value), copy.deepcopy(value)
             if accepts(schema, quick, defaults=True):
                 said_yes += 1
-                errors = list(_defaulting_validator()(schema).iter_errors(slow))
+                errors = list(validator_for(schema, defaulting=True).iter_errors(slow))
                 assert not errors, (json.dumps(schema), repr(value), errors[0].message)
                 assert strict(quick) == strict(slow), (json.dumps(schema), repr(value))
             plain = copy.deepcopy(value)
@@ -192,7 +192,7 @@ def test_defaults_are_filled_as_the_defaulting_validator_fills_them():
     value = {"extra": {}}
     quick, slow = copy.deepcopy(value), copy.deepcopy(value)
     assert accepts(schema, quick, defaults=True)
-    assert not list(_defaulting_validator()(schema).iter_errors(slow))
+    assert not list(validator_for(schema, defaulting=True).iter_errors(slow))
     assert quick == slow == {"extra": {"x": "y"}, "opts": {"deep": [1]}, "n": 3}
     assert quick["opts"] is not schema["properties"]["opts"]["default"]  # a copy, never the schema's
 
