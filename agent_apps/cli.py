@@ -152,9 +152,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     """Record the decision on the call a run waits for (docs/durability.md)."""
-    from .state.cli import _store
+    from .state import open_store
 
-    store = _store()
+    store = open_store()
     run = store.runs.get(args.run_id)
     action = "skip" if args.skip else "approve" if args.deny is None else "deny"
     point = store.journal.decide(run.id, action, args.deny)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..config import Cascade
 
 __all__ = [
+    "open_store",
     "MEMORY",
     "AgentInfo",
     "AlreadyExists",
@@ -109,3 +110,12 @@ def state_path(cascade: Cascade | None, home: Path) -> str:
                     path = Path(layer.source.removesuffix(" [tool.agent-apps]")).parent / path
                 return str(path)
     return str(home / "state.db")
+
+
+def open_store(cwd: Path | None = None) -> StateStore:
+    """The state store the commands open: the one the config cascade of ``cwd`` (the
+    current directory by default) names, else ``~/.agent-apps/state.db``."""
+    from ..config import Cascade, agent_apps_home
+
+    home = agent_apps_home()
+    return StateStore(state_path(Cascade(cwd=cwd or Path.cwd(), home=home), home))

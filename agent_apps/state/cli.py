@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import _Parser, _table
-from . import StateStore, state_path
+from . import open_store
 from .errors import SnapshotInvalid
 
 __all__ = ["parse"]
@@ -76,13 +76,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _store() -> StateStore:
-    from ..config import Cascade, agent_apps_home
-
-    home = agent_apps_home()
-    return StateStore(state_path(Cascade(cwd=Path.cwd(), home=home), home))
-
-
 def _json(value: Any) -> None:
     out = sys.stdout
     json.dump(value, out, indent=2, ensure_ascii=False)
@@ -113,7 +106,7 @@ def _listing(args: argparse.Namespace, data: list[Any], rows: list[tuple[str, ..
 
 
 def sessions_list(args: argparse.Namespace) -> int:
-    sessions = _store().sessions.list()
+    sessions = open_store().sessions.list()
     rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "TOKENS", "UPDATED")]
     rows += [(s.id, str(s.messages), f"~{s.tokens}", _when(s.updated_at)) for s in sessions]
     data = [{k: v for k, v in s.to_json().items() if k not in ("memory", "summary", "meta")} for s in sessions]
@@ -121,7 +114,7 @@ def sessions_list(args: argparse.Namespace) -> int:
 
 
 def sessions_show(args: argparse.Namespace) -> int:
-    store = _store()
+    store = open_store()
     info = store.sessions.get(args.id)
     entries = store.sessions.messages(args.id)
     runs = store.runs.list(session=args.id)
@@ -155,7 +148,7 @@ def sessions_show(args: argparse.Namespace) -> int:
 
 
 def sessions_export(args: argparse.Namespace) -> int:
-    _json(_store().sessions.export(args.id))
+    _json(open_store().sessions.export(args.id))
     return 0
 
 
@@ -176,7 +169,7 @@ def sessions_import(args: argparse.Namespace) -> int:
         problem = session_id_problem(args.as_id)
         if problem:
             raise SnapshotInvalid(problem, source="--as")
-    info = _store().sessions.import_(text, as_id=args.as_id, source=source)
+    info = open_store().sessions.import_(text, as_id=args.as_id, source=source)
     print(f"imported session {info.id} ({info.messages} messages)")
     return 0
 
@@ -187,13 +180,13 @@ def sessions_fork(args: argparse.Namespace) -> int:
     problem = session_id_problem(args.new)
     if problem:
         raise SnapshotInvalid(problem, source="NEW")
-    info = _store().sessions.fork(args.id, args.new)
+    info = open_store().sessions.fork(args.id, args.new)
     print(f"forked session {args.id} as {info.id} ({info.messages} messages)")
     return 0
 
 
 def sessions_rm(args: argparse.Namespace) -> int:
-    _store().sessions.remove(args.id)
+    open_store().sessions.remove(args.id)
     print(f"removed session {args.id}")
     return 0
 
@@ -210,7 +203,7 @@ def _status(run: Any) -> str:
 
 
 def runs_list(args: argparse.Namespace) -> int:
-    runs = _store().runs.list(session=args.session, limit=args.limit or None)
+    runs = open_store().runs.list(session=args.session, limit=args.limit or None)
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
     for run in runs:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
@@ -223,7 +216,7 @@ def runs_list(args: argparse.Namespace) -> int:
 
 
 def runs_show(args: argparse.Namespace) -> int:
-    store = _store()
+    store = open_store()
     run = store.runs.get(args.run_id)
     agents = store.runs.agents(run.id)
     point = store.journal.checkpoint(run.id)
@@ -275,7 +268,7 @@ def runs_show(args: argparse.Namespace) -> int:
 def runs_export(args: argparse.Namespace) -> int:
     from .run_snapshot import export_run
 
-    _json(export_run(_store(), args.run_id))
+    _json(export_run(open_store(), args.run_id))
     return 0
 
 
@@ -284,7 +277,7 @@ def runs_import(args: argparse.Namespace) -> int:
     from .run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
-    store = _store()
+    store = open_store()
     run = import_run(store, text, source=source)
     from ..manager import ContextManager
 
