@@ -32,6 +32,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` for untrusted text: no NaN/Infinity, at most ``max_depth`` levels.
 
@@ -40,7 +43,10 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     big string pays nothing for it.
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        if isinstance(text, str) and not text.startswith("\ufeff"):  # json.loads builds a decoder per call
+            value = _DECODER.decode(text)
+        else:
+            value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
     if too_deep(value, max_depth):

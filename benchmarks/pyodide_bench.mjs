@@ -23,7 +23,19 @@ loop(100);
 t = now(); loop(N); const withCalls = now() - t;
 t = now(); empty(N); const without = now() - t;
 
+// CPU-bound workloads (from bench_sandbox.py): setup, then time the workload alone.
+const cpu = {};
+const workloads = JSON.parse(process.env.BENCH_WORKLOADS || "{}");
+const repeat = Number(process.env.BENCH_REPEAT || 3);
+for (const [name, [setup, timed]] of Object.entries(workloads)) {
+  py.runPython(setup || "0");
+  const samples = [];
+  for (let i = 0; i < repeat; i++) { t = now(); py.runPython(timed); samples.push(now() - t); }
+  cpu[`${name}_ms`] = median(samples);
+}
+
 console.log(JSON.stringify({
+  ...cpu,
   load_ms: loadMs, first_ms: firstMs, warm_ms: median(warm),
   call_us: ((withCalls - without) / N) * 1000,
   rss_mb: rssLoaded / 1048576, rss_delta_mb: (rssLoaded - rss0) / 1048576,

@@ -226,7 +226,7 @@ class Core:
         if func is None:
             raise RuntimeError("the sandbox component has no 'run' export")
         self.store = store
-        self._run_func = func
+        self._run_func = _engine.StringFunc(func)
 
     def warm_up(self) -> None:
         """Run a throwaway snippet so the pages CPython touches on a first run are

@@ -23,7 +23,7 @@ try:
     import wasmtime
     from wasmtime import Config, Engine
     from wasmtime import _ffi as ffi
-    from wasmtime.component import Component, Linker, Variant
+    from wasmtime.component import Component, Linker, Variant, _enter
 except ImportError as exc:  # pragma: no cover - depends on the install
     from ..errors import SandboxError
 
@@ -35,6 +35,7 @@ from . import _build
 
 TICK = 0.01
 HOST_INTERFACE = "agent-apps:sandbox/host@0.1.0"
+_FINALIZER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def engine_config() -> Config:
@@ -63,6 +64,84 @@ def _poll(store: Any, batch: str, timeout_ms: int) -> Variant:
         return Variant("err", f"SandboxError: host failure in poll: {type(e).__name__}: {e}")
 
 
+# -- a lean path across the boundary --------------------------------------------------
+#
+# wasmtime-py's generic component glue rebuilds the function's type from C on every
+# call and converts values through a tree of Python objects: ~25 us per crossing here,
+# as much as the guest's own work for a host call. Both of our crossings carry only
+# strings (and one u32), so they are marshalled by hand with the same C API calls.
+
+_STRING = ffi.WASMTIME_COMPONENT_STRING.value
+_RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
+_Val = ffi.wasmtime_component_val_t
+_U8P = ctypes.POINTER(ctypes.c_uint8)
+
+
+def _str_val(text: str) -> Any:
+    """A component string value (owned by whoever receives it)."""
+    val = _Val()
+    val.kind = _STRING
+    data = text.encode()
+    ffi.wasm_byte_vec_new(ctypes.byref(val.of.string), len(data), ctypes.cast(ctypes.c_char_p(data), _U8P))
+    return val
+
+
+def _take_str(val: Any) -> str:
+    """The text of a component string value; frees the value's bytes."""
+    vec = val.of.string
+    text = ctypes.string_at(vec.data, vec.size).decode() if vec.size else ""
+    ffi.wasm_byte_vec_delete(ctypes.byref(vec))
+    return text
+
+
+@ffi.wasmtime_component_func_callback_t
+def _poll_impl(_data, _context, _ty, args, nargs, results, nresults):  # type: ignore[no-untyped-def]
+    """The ``poll`` import: (string, u32) -> result<string, string>, marshalled by hand."""
+    try:
+        batch = _take_str(args[0])
+        variant = _poll(None, batch, args[1].of.u32)
+        ok, text = variant.tag == "ok", variant.payload
+    except BaseException as e:  # never let a Python exception trap the guest by accident
+        ok, text = False, f"SandboxError: host failure in poll: {type(e).__name__}: {e}"
+    out = results[0]
+    out.kind = _RESULT
+    out.of.result.is_ok = ok
+    out.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(_str_val(text)))
+    return 0
+
+
+@_FINALIZER_T
+def _no_finalize(_data):  # type: ignore[no-untyped-def]
+    return None
+
+
+class StringFunc:
+    """Calls an export whose parameters and result are all strings, without
+    wasmtime-py's generic conversion (see above); raises what ``Func.__call__`` raises."""
+
+    def __init__(self, func: Any) -> None:
+        self._func = func._func
+
+    def __call__(self, store: wasmtime.Store, *texts: str) -> str:
+        params = (_Val * len(texts))(*(_str_val(t) for t in texts))
+        result = _Val()
+        try:
+            err = ffi.wasmtime_component_func_call(
+                ctypes.byref(self._func), store._context(), params, len(texts), ctypes.byref(result), 1
+            )
+        finally:
+            for i in range(len(texts)):
+                ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
+        if err:
+            error = wasmtime.WasmtimeError._from_ptr(err)
+            _enter.maybe_raise_last_exn()
+            raise error
+        if result.kind != _STRING:  # cannot happen with our WIT world
+            ffi.wasmtime_component_val_delete(ctypes.byref(result))
+            raise wasmtime.WasmtimeError("the sandbox export returned a non-string")
+        return _take_str(result)
+
+
 def bind_thread(core: Any) -> None:
     """Route ``poll`` calls made on this thread to ``core``."""
     _tls.core = core
@@ -77,7 +156,6 @@ _DEADLINE_CB_T = ctypes.CFUNCTYPE(
     ctypes.POINTER(ctypes.c_uint64),
     ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
 )
-_FINALIZER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _deadline_owners: dict[int, Callable[[], str | None]] = {}
 _owner_ids = iter(range(1, 1 << 62))
 
@@ -169,7 +247,12 @@ class Runtime:
         self.linker.add_wasip2()
         with self.linker.root() as root:
             with root.add_instance(HOST_INTERFACE) as iface:
-                iface.add_func("poll", _poll)
+                name = b"poll"
+                err = ffi.wasmtime_component_linker_instance_add_func(
+                    iface.ptr(), ctypes.create_string_buffer(name), len(name), _poll_impl, None, _no_finalize
+                )
+                if err:
+                    raise wasmtime.WasmtimeError._from_ptr(err)
         self.ticker = _Ticker(self.engine)
         self.load_seconds = time.perf_counter() - t0
 

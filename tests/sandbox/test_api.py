@@ -485,3 +485,23 @@ async def test_watchdog_replaces_a_worker_stuck_in_a_host_call(host):
     finally:
         _host.WATCHDOG_GRACE = old_grace
         await s.close()
+
+
+async def test_text_crosses_the_boundary_intact(sb, host):
+    """The run export and the poll import are marshalled by hand (strings only, see
+    ``_engine.StringFunc``): non-ASCII, NUL, empty and large text arrive unchanged
+    both ways, in code, call args, results, output, values and memory."""
+    text = "héllo wörld ✓ 𝄞 日本語 \x00 end"
+    code = f"r = await ctx.manager.invoke('echo', {{'t': {text!r}, 'e': ''}})\nprint(r['t'])\nmemory['t'] = r['t']\nr"
+    res = await sb.run(code)
+    assert res.error is None, res.error
+    assert res.value == {"t": text, "e": ""}
+    assert res.output == text + "\n"
+    assert sb.memory["t"] == text
+    assert host.calls == [("echo", {"t": text, "e": ""})]
+    res = await sb.run("r = await ctx.manager.invoke('big', {'size': 500000})\nlen(r), r[:2]")
+    assert res.value == [500000, "xx"]
+    res = await sb.run("'é' * 100000")
+    assert res.value == "é" * 100000
+    res = await sb.run("")
+    assert res.error is None and res.value is None and res.output == ""

@@ -6,7 +6,11 @@ argument fails on the agent's own line with a clear TypeError) and decoded and
 checked host-side again.
 """
 
+from json import JSONEncoder
 from json import dumps as _dumps  # bound now: agent code patching json must not break us
+
+#: ``json.dumps(value, allow_nan=False)`` without building an encoder per call.
+strict_dumps = JSONEncoder(allow_nan=False).encode
 
 
 class HostError(Exception):
@@ -103,7 +107,7 @@ def _encode(call: str, args) -> str:
     if args is not None and not isinstance(args, dict):
         raise TypeError(f"{call} args must be a dict or None, not {type(args).__name__}")
     try:
-        return "null" if args is None else _dumps(args, allow_nan=False)
+        return "null" if args is None else strict_dumps(args)
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"{call} args must be JSON-serializable (dict, list, str, int, float, bool, None): {e}"

@@ -97,7 +97,8 @@ class GuestLoop(base_events.BaseEventLoop):
     def _poll(self, timeout) -> None:
         """One host poll: submit new calls and cancels, wait up to ``timeout``
         seconds (None: until a completion), resolve the completed futures."""
-        batch = '{"calls":[' + ",".join(self._outbox) + '],"cancel":' + _dumps(self._cancels) + "}"
+        cancels = _dumps(self._cancels) if self._cancels else "[]"
+        batch = '{"calls":[' + ",".join(self._outbox) + '],"cancel":' + cancels + "}"
         self._outbox = []
         self._cancels = []
         if timeout is None:

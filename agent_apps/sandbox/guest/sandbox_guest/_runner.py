@@ -22,7 +22,7 @@ from json import loads as _loads
 from typing import Any
 
 from . import _blocking, _clock
-from ._api import Ctx, Finish, HostError, Target
+from ._api import Ctx, Finish, HostError, Target, strict_dumps
 from ._loop import Deadlock, GuestLoop, HostStop
 from ._output import BoundedOutput
 
@@ -100,7 +100,7 @@ class Runner:
 
     def finish(self, value) -> None:
         try:
-            encoded = _dumps(value, allow_nan=False)
+            encoded = strict_dumps(value)
         except (TypeError, ValueError) as e:
             raise TypeError(f"ctx.manager.finish() value must be JSON-serializable: {e}") from None
         if len(encoded) > self.max_payload:
@@ -307,7 +307,7 @@ class Runner:
         if value is None:
             return "null"
         try:
-            encoded = _dumps(value, allow_nan=False)
+            encoded = strict_dumps(value)
         except (TypeError, ValueError, RecursionError):
             try:
                 text = repr(value)
