@@ -68,11 +68,13 @@ def _poll(store: Any, batch: str, timeout_ms: int) -> Variant:
 #
 # wasmtime-py's generic component glue rebuilds the function's type from C on every
 # call and converts values through a tree of Python objects: ~25 us per crossing here,
-# as much as the guest's own work for a host call. Both of our crossings carry only
-# strings (and one u32), so they are marshalled by hand with the same C API calls.
+# as much as the guest's own work for a host call. The ``run`` export carries only
+# strings, so it is called with the same C API calls, marshalled by hand. The ``poll``
+# import stays on wasmtime-py's glue: a hand-made ctypes callback there was faster but
+# crashed the process at exit when a worker abandoned in a blocking wait (see the
+# stuck-worker cap) came back into Python during interpreter shutdown.
 
 _STRING = ffi.WASMTIME_COMPONENT_STRING.value
-_RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
 _Val = ffi.wasmtime_component_val_t
 _U8P = ctypes.POINTER(ctypes.c_uint8)
 
@@ -92,27 +94,6 @@ def _take_str(val: Any) -> str:
     text = ctypes.string_at(vec.data, vec.size).decode() if vec.size else ""
     ffi.wasm_byte_vec_delete(ctypes.byref(vec))
     return text
-
-
-@ffi.wasmtime_component_func_callback_t
-def _poll_impl(_data, _context, _ty, args, nargs, results, nresults):  # type: ignore[no-untyped-def]
-    """The ``poll`` import: (string, u32) -> result<string, string>, marshalled by hand."""
-    try:
-        batch = _take_str(args[0])
-        variant = _poll(None, batch, args[1].of.u32)
-        ok, text = variant.tag == "ok", variant.payload
-    except BaseException as e:  # never let a Python exception trap the guest by accident
-        ok, text = False, f"SandboxError: host failure in poll: {type(e).__name__}: {e}"
-    out = results[0]
-    out.kind = _RESULT
-    out.of.result.is_ok = ok
-    out.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(_str_val(text)))
-    return 0
-
-
-@_FINALIZER_T
-def _no_finalize(_data):  # type: ignore[no-untyped-def]
-    return None
 
 
 class StringFunc:
@@ -247,12 +228,7 @@ class Runtime:
         self.linker.add_wasip2()
         with self.linker.root() as root:
             with root.add_instance(HOST_INTERFACE) as iface:
-                name = b"poll"
-                err = ffi.wasmtime_component_linker_instance_add_func(
-                    iface.ptr(), ctypes.create_string_buffer(name), len(name), _poll_impl, None, _no_finalize
-                )
-                if err:
-                    raise wasmtime.WasmtimeError._from_ptr(err)
+                iface.add_func("poll", _poll)
         self.ticker = _Ticker(self.engine)
         self.load_seconds = time.perf_counter() - t0
 

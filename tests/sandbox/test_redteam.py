@@ -421,3 +421,18 @@ async def test_stuck_sandboxes_are_capped_per_process(host, monkeypatch):
     finally:
         await a.close()
         await b.close()
+
+
+
+def test_a_process_that_had_stuck_workers_exits_cleanly():
+    """The stuck-worker test above, in a process of its own: after workers abandoned in
+    blocking waits come back and end, the process exits with its own status, not a
+    crash at exit (a hand-made ctypes callback for the poll import once did that)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    test = f"{Path(__file__)}::test_stuck_sandboxes_are_capped_per_process"
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
