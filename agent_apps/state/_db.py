@@ -22,6 +22,7 @@ import functools
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -143,7 +144,7 @@ class Database:
         try:
             self._check(conn)
             if self.path != MEMORY:
-                conn.execute("PRAGMA journal_mode = WAL")
+                _wal(conn)
                 conn.execute("PRAGMA journal_size_limit = 16777216")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -162,15 +163,21 @@ class Database:
 
     def _check(self, conn: sqlite3.Connection) -> None:
         """Refuse what is not ours, or newer than us, before writing anything."""
-        version = conn.execute("PRAGMA user_version").fetchone()[0]  # raises on a non-database
+        # one read transaction: the three reads see one state of the file, not a
+        # migration another process commits between them
+        conn.execute("BEGIN")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # raises on a non-database
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
         if version > len(MIGRATIONS):
             raise StateError(
                 f"it was written by a newer agent-apps (schema version {version}; this version knows up to "
                 f"{len(MIGRATIONS)}): upgrade agent-apps, or point AGENT_APPS_STATE or state.path at another file",
                 path=self.path,
             )
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if (version and app != APPLICATION_ID) or (not version and tables):
             raise StateError(
                 "it is an SQLite database of another program, not an agent-apps state store "
@@ -231,3 +238,19 @@ def _statements(script: str) -> Iterator[str]:
             buffer = ""
     if buffer.strip():
         yield buffer.strip()
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. On a new file several processes may do this at once, and SQLite
+    answers "locked" at once, without the busy timeout: wait and try again."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)

@@ -96,7 +96,7 @@ def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster,
     assert events[0]["type"] == "batch-start" and events[0]["workers"] == 2
     by = {line["index"]: line for line in read_lines(out)}
     assert sorted(by) == [0, 1, 2, 3]
-    assert (by[0]["result"], by[2]["result"]) == (2, 1)
+    assert (by[0].get("result"), by[2].get("result")) == (2, 1), (by[0], by[2])  # the errors, if any
     assert by[1]["error"]["type"] == "InputInvalid" and "worker" not in by[1]
     assert by[3]["error"]["type"] == "SkillFailed" and by[0]["worker"]["pid"] != os.getpid()
     runs = {run.id for run in StateStore(shared).runs.list()}

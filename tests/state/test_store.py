@@ -256,3 +256,32 @@ def test_kill_9_mid_run_loses_at_most_the_turn_in_flight(tmp_path):
     # the store stays usable: a new run continues the session
     store.sessions.append("k", [{"role": "user", "text": "after"}])
     assert json.loads(json.dumps(store.sessions.export("k")))["messages"][-1]["text"] == "after"
+
+
+def _open_and_list(path: str, barrier, results) -> None:
+    from agent_apps.state import StateStore
+
+    barrier.wait(timeout=30)
+    try:
+        StateStore(path).sessions.list()
+        results.put("ok")
+    except Exception as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path):
+    """The first open creates the file, switches it to WAL and migrates it; several
+    processes doing that at once (a batch's workers on a shared store) all succeed."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(4):
+        path = str(tmp_path / f"new-{round_}.db")
+        barrier, results = context.Barrier(6), context.Queue()
+        procs = [context.Process(target=_open_and_list, args=(path, barrier, results)) for _ in range(6)]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=60)
+        assert outcomes == ["ok"] * 6, outcomes
