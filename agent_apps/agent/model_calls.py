@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, TypedDict
 
-from ..state.messages import ToolCall
+from ..state.messages import TOOL_CALLS_SCHEMA, ToolCall
 
 __all__ = ["RESPONSE_SCHEMA", "ModelCalls", "ModelInterceptor", "ModelResponse"]
 
@@ -68,14 +68,7 @@ RESPONSE_SCHEMA: dict[str, Any] = {
     "properties": {
         "text": {"type": "string"},
         "reasoning": {"type": "string"},
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "input": {"type": "object"}},
-                "required": ["id", "name", "input"],
-            },
-        },
+        "tool_calls": TOOL_CALLS_SCHEMA,
         "usage": {"type": "object"},
         "stop_reason": {"type": "string"},
         "meta": {"type": "object"},

@@ -30,6 +30,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "MEDIA_TOKENS",
     "MESSAGE_SCHEMA",
+    "TOOL_CALLS_SCHEMA",
     "Entry",
     "History",
     "Message",
@@ -65,20 +66,23 @@ class Message(TypedDict, total=False):
     media: list[dict[str, Any]]
 
 
+#: JSON Schema of the tool calls of a model answer, in messages and model responses alike.
+TOOL_CALLS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "input": {"type": "object"}},
+        "required": ["id", "name", "input"],
+    },
+}
+
 #: JSON Schema of one message (checked on import).
 MESSAGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "role": {"enum": ["user", "assistant", "tool", "summary"]},
         "text": {"type": "string"},
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "input": {"type": "object"}},
-                "required": ["id", "name", "input"],
-            },
-        },
+        "tool_calls": TOOL_CALLS_SCHEMA,
         "tool_call_id": {"type": "string"},
         "name": {"type": "string"},
         "error": {"type": "boolean"},
