@@ -4,19 +4,13 @@ import importlib.util
 
 import pytest
 
+from agent_apps.testing.conformance import TOOLS
+
 if importlib.util.find_spec("mcp") is None:  # the mcp extra is not installed: nothing to test here
     collect_ignore_glob = ["test_*.py"]
 
 SKILLS = {
-    "word-count": """
-        frontmatter = {
-            "description": "Count the words in a text.",
-            "params": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            "metadata": {"returns": {"type": "integer"}},
-        }
-        async def main(ctx, args):
-            return len(args["text"].split())
-    """,
+    "word-count": TOOLS["word-count"],
     "stats": """
         frontmatter = {
             "description": "Text statistics.",
