@@ -1,15 +1,14 @@
-"""One sandbox's wasm side: a worker thread that owns a Store and an instance.
+"""One sandbox's wasm side: a Store, an instance, and the driver of its runs.
 
-All wasm execution of a sandbox happens on its own worker thread, never on the
-asyncio event loop, so a runaway guest cannot stall other work. The thread
-stays for the sandbox's lifetime (no thread per run: the hand-off costs tens of
-microseconds, a new thread more) and ends on ``close``.
+A run is an async wasm call (``_engine.StringCall``) driven on the event loop's
+own thread: wasmtime runs the guest on a fiber and hands the thread back at every
+epoch tick (each ``TICK``, so a guest computing for seconds delays the loop's other
+tasks by one tick at most) and whenever the guest waits in the ``poll`` import.
+Host calls then run as tasks on the same loop, and their completion resumes the
+guest, with no thread in between: a call costs no thread wake-up.
 
-While agent code awaits host calls, the worker thread is blocked inside the
-``poll`` import: the calls themselves run as tasks on the event loop that owns
-the sandbox (submitted with ``call_soon_threadsafe``), and their completions
-wake the worker through a condition variable. So ``asyncio.gather`` in the
-guest becomes real concurrency on the host with no thread per call.
+Nothing the guest does can block the thread: the guest runtime's waits all go
+through ``poll``, and WASI's own clock waits trap (see ``_engine``).
 
 A trap (time limit, out of memory, stack overflow, runtime crash) poisons a
 component instance; the core then drops it and instantiates a fresh one,
@@ -23,19 +22,15 @@ import atexit
 import contextvars
 import inspect
 import json
-import queue
-import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import wasmtime
-from wasmtime.component import Variant
 
 from .._json import MAX_DEPTH
 from .._json import loads as _loads
-from ..errors import SandboxError
 from . import _engine
 from ._limits import SandboxLimits
 from ._refs import options_refusal, ref_refusal
@@ -65,26 +60,7 @@ _BATCH_HEAD = '{"batch":['
 #: carries options (``middleware=[...]``, ``next=True``; see ``_refs.options_refusal``).
 CallHost = Callable[..., Awaitable[Any]]
 
-#: Workers the watchdog gave up on (stuck in a wait that wasmtime cannot interrupt)
-#: keep their store, and all its memory, until that wait returns: a store must not be
-#: freed while its thread runs inside it. So at most this many may exist per process;
-#: at the cap no sandbox starts or runs until one of them comes back.
-MAX_STUCK = 4
-
 _live_cores: weakref.WeakSet[Core] = weakref.WeakSet()
-_abandoned: weakref.WeakSet[Core] = weakref.WeakSet()  # stuck workers, until their thread ends
-
-
-def refuse_if_too_many_stuck() -> None:
-    """Raise :class:`SandboxError` while ``MAX_STUCK`` abandoned workers are alive."""
-    stuck = list(_abandoned)
-    if len(stuck) >= MAX_STUCK:
-        held = sum(core.limits.memory_mb for core in stuck)
-        raise SandboxError(
-            f"{len(stuck)} sandboxes are stuck in blocking system calls (at most {MAX_STUCK} per process) "
-            f"and hold up to {held} MB until their waits return; no sandbox starts or runs until one "
-            "does (restart the process to free them now)"
-        )
 
 
 def _err_entry(call_id: int, type_name: str, message: str) -> str:
@@ -117,116 +93,54 @@ class Core:
         self.caller_name = "agent code"
         self.target_json: str | None = None  # the served call, in middleware mode
         # per-run state
-        self._cv = threading.Condition()
         self._completed: list[str] = []
         self._stop: str | None = None    # message when the host wants the run stopped
         self._trap_at = 0.0              # when a stopped guest still running gets trapped
-        self._in_poll = False
         self._deadline = 0.0
         self._timeout = 0.0
         self._calls = 0
         self._call_ids: set[int] = set()  # every call id the guest used this run
         self._running = False
         self._run_token = 0
-        self._submitted = 0              # last sequence number handed out (event loop)
-        self._run_seq = 0                # sequence number of the last run started
-        self._cancelled_seqs: set[int] = set()
         self._tasks: dict[int, asyncio.Task] = {}
         self._ours_cancelled: set[int] = set()
+        # the guest's wait in `poll`: where the answer goes, until when it waits
+        self._answer: _engine.PollAnswer | None = None
+        self._wait_until: float | None = None
+        self._wake: asyncio.Future[None] | None = None
+        self._limit_timer: asyncio.TimerHandle | None = None
+        self._ticked = False             # the last slice ended at an epoch tick
         # the wasm side
         self.store: wasmtime.Store | None = None
         self._run_func: Any = None
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._call: _engine.StringCall | None = None  # the run in progress
         self.closed = False
-        self._thread = threading.Thread(target=self._work, name="agent-apps-sandbox", daemon=True)
-        self._thread.start()
         _live_cores.add(self)
 
-    # -- worker thread -------------------------------------------------------------
-
-    def _work(self) -> None:
-        _engine.bind_thread(self)
-        try:
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    break
-                fn, args, done = job
-                try:
-                    result, ok = fn(*args), True
-                except BaseException as e:  # reported to the caller
-                    result, ok = e, False
-                if done is not None:
-                    try:
-                        done(ok, result)
-                    except Exception:  # e.g. the caller's event loop is closed
-                        pass
-        finally:
-            self._drop_instance()
-            _abandoned.discard(self)
-
-    def submit(self, fn: Callable[..., Any], *args: Any, done: Callable[[bool, Any], None] | None = None) -> None:
-        if self.closed:
-            raise RuntimeError("the sandbox is closed")
-        self._jobs.put((fn, args, done))
-
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn`` on the worker thread and wait for it (for sync callers)."""
-        box: list[Any] = []
-        ev = threading.Event()
-
-        def done(ok: bool, result: Any) -> None:
-            box.append((ok, result))
-            ev.set()
-
-        self.submit(fn, *args, done=done)
-        ev.wait()
-        ok, result = box[0]
-        if not ok:
-            raise result
-        return result
-
-    def stop_thread(self) -> None:
-        """Ask the worker to finish its current job, drop the store and exit."""
-        if not self.closed:
-            self.closed = True
-            self.interrupt("the sandbox was closed")
-            self._jobs.put(None)
-
-    def abandon(self) -> None:
-        """Give up on a worker stuck in a host call past its deadline (the watchdog).
-
-        The thread is left to come back on its own; then the epoch callback traps
-        the guest, and the thread drops the store and exits. Until then it keeps
-        the store alive (its frame holds this core), so nothing is freed under it.
-        """
-        self.stop_thread()
-        _abandoned.add(self)
-
-    def join(self, timeout: float | None = None) -> None:
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-    # -- instance lifecycle (worker thread) ------------------------------------------
+    # -- instance lifecycle ---------------------------------------------------------
 
     def instantiate(self) -> None:
+        """A new Store and instance (~1 ms of wasm, on the calling thread)."""
         rt = self.rt
         store = wasmtime.Store(rt.engine)
         store.set_wasi(wasmtime.WasiConfig())  # no preopens, no env, no args, no stdio
         self._apply_limits(store)
         _engine.watch_deadline(store, self._check_deadline)
         store.set_epoch_deadline(1)
-        rt.ticker.acquire()  # instantiation runs guest init code: keep it bounded too
-        self._deadline = time.monotonic() + 60.0
+        self._stop = None
+        self._deadline = time.monotonic() + 60.0  # instantiation runs guest init code: bound it too
+        call, raw = _engine.start_instantiate(rt, store)
+        rt.ticker.acquire()
         try:
-            instance = rt.linker.instantiate(store, rt.component)
+            _engine.driving(self)
+            while not call.poll():
+                pass  # an epoch tick: instantiation is our code, it ends on its own
+            call.check()
         finally:
+            call.close()
             rt.ticker.release()
-        func = instance.get_func(store, "run")
-        if func is None:
-            raise RuntimeError("the sandbox component has no 'run' export")
+        self._run_func = _engine.export_func(store, raw, "run")
         self.store = store
-        self._run_func = _engine.StringFunc(func)
 
     def warm_up(self) -> None:
         """Run a throwaway snippet so the pages CPython touches on a first run are
@@ -234,8 +148,8 @@ class Core:
         handing an instance out, which makes its first result ~10x faster."""
         self.memory_json = '{"warm": [1, "up"]}'
         self.pending_setup = self.setup_json(memory=True)  # exercise the seeding path too
-        self.run(WARM_UP_CODE, 10.0)
-        self.run("1", 10.0)
+        self.run_sync(WARM_UP_CODE, 10.0)
+        self.run_sync("1", 10.0)
         self.memory_json = "{}"
 
     def _apply_limits(self, store: wasmtime.Store) -> None:
@@ -243,25 +157,40 @@ class Core:
         self._limits_applied = self.limits
 
     def _drop_instance(self) -> None:
+        if self._call is not None:  # a store must outlive the call in it; the run drops it
+            return
         self._run_func = None
-        self.store = None  # the Store is deleted here, on the thread that ran it
+        self.store = None
+
+    def close(self) -> None:
+        """Stop any running code and free the instance (once the run has ended)."""
+        if not self.closed:
+            self.closed = True
+            self.interrupt("the sandbox was closed")
+            self._drop_instance()
 
     # -- limits --------------------------------------------------------------------------
 
     def _check_deadline(self) -> str | None:
-        """Called on every epoch tick while wasm runs (worker thread); a string traps."""
+        """Called on every epoch tick while wasm runs; a string traps the guest,
+        None lets it yield (the driver resumes it after the loop's other work)."""
         now = time.monotonic()
         if self._stop is None:
             if now < self._deadline:
+                self._ticked = True
                 return None
             self._set_stop(self._timeout_message(), grace=False)
-        return self._stop if now >= self._trap_at else None
+        if now >= self._trap_at:
+            return self._stop
+        self._ticked = True
+        return None
 
     def _set_stop(self, message: str, grace: bool) -> None:
-        """Record that the run must stop. A guest blocked in ``poll`` gets a grace
+        """Record that the run must stop. A guest waiting in ``poll`` gets a grace
         period to unwind cleanly (no trap, no reset); one running code is trapped."""
         self._stop = message
         self._trap_at = time.monotonic() + (STOP_GRACE if grace else 0.0)
+        self._wake_up()
 
     def _timeout_message(self) -> str:
         return (
@@ -269,47 +198,44 @@ class Core:
             "(timeout) and was stopped"
         )
 
-    def interrupt(self, message: str = "the run was interrupted", seq: int | None = None) -> None:
-        """Stop the running guest (any thread): at the next epoch tick, or at once
-        if it is waiting for host calls. With ``seq`` (the number ``next_seq``
-        gave a submitted run), only that run is stopped, even if it has not
-        started yet."""
-        with self._cv:
-            if seq is not None and (seq > self._run_seq or (seq == self._run_seq and not self._running)):
-                self._cancelled_seqs.add(seq)  # queued or not yet entered: skip it
-            elif self._running and self._stop is None and (seq is None or seq == self._run_seq):
-                self._set_stop(f"Interrupted: {message}", grace=self._in_poll)
-            self._cv.notify_all()
+    def interrupt(self, message: str = "the run was interrupted") -> None:
+        """Stop the running guest (from any thread): at the next epoch tick, or at
+        once if it is waiting for host calls."""
+        if self._running and self._stop is None:
+            loop = self.loop
+            if loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(self._interrupt_now, message)
+                    return
+                except RuntimeError:  # the loop closed in between
+                    pass
+            self._interrupt_now(message)
 
-    def next_seq(self) -> int:
-        """A sequence number for the next run to be submitted (event loop thread)."""
-        self._submitted += 1
-        return self._submitted
+    def _interrupt_now(self, message: str) -> None:
+        if self._running and self._stop is None:
+            self._set_stop(f"Interrupted: {message}", grace=self._answer is not None)
 
-    # -- the run (worker thread) ------------------------------------------------------------
+    def _wake_up(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            try:
+                wake.set_result(None)
+            except RuntimeError:  # set from another thread as the loop closed
+                pass
 
-    def run(
-        self, code: str, timeout: float, seq: int | None = None, clock: str | None = None, batch: str | None = None
-    ) -> dict[str, Any]:
-        """Run ``code``; with ``batch`` (JSON ``{"batch": [code, ...], "timeouts": [...]}``)
-        run those pieces as concurrent tasks instead (their results are in ``batch``).
-        ``clock`` (JSON) is the run's clock base and seed, for replayable runs."""
-        if seq is not None:
-            with self._cv:
-                self._run_seq = seq
+    # -- the run ---------------------------------------------------------------------------
+
+    def _begin(self, code: str, timeout: float, clock: str | None, batch: str | None) -> _engine.StringCall | None:
+        """Set up a run and start its wasm call (None: the sandbox is closed)."""
         if not self.closed and self.store is None:
             self.instantiate()
         store = self.store
-        with self._cv:
-            # A cancel that arrived before this point skips the run entirely.
-            skipped = seq is not None and seq in self._cancelled_seqs
-            self._cancelled_seqs.discard(seq)  # type: ignore[arg-type]
-            if skipped or self.closed or store is None:
-                why = "the sandbox was closed" if self.closed else "the run was cancelled"
-                return {"value": None, "finished": False, "output": "", "error": f"Interrupted: {why}", "calls": 0}
-            self._stop = None
-            self._completed = []
-            self._running = True
+        if self.closed or store is None:
+            return None
+        self._stop = None
+        self._completed = []
+        self._answer = None
+        self._running = True
         if self._limits_applied is not self.limits:
             self._apply_limits(store)
         setup, self.pending_setup = self.pending_setup, ""
@@ -321,24 +247,115 @@ class Core:
         self._call_ids = set()
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
-        ticker = self.rt.ticker
-        ticker.acquire()
+        self.rt.ticker.acquire()
         store.set_epoch_deadline(1)
-        try:
-            raw = self._run_func(store, code, setup)
-        except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
-            raise self._trapped(e, setup) from None
-        finally:
-            ticker.release()
-            with self._cv:
-                self._running = False
-            self._run_token += 1
-        return self._parse_envelope(raw)
+        self._call = _engine.StringCall(self._run_func, store, code, setup)
+        return self._call
 
-    def _trapped(self, e: BaseException, setup: str) -> Trapped:
+    def _finish(self, call: _engine.StringCall) -> dict[str, Any] | Trapped:
+        """The run's report, once its call is done (or dropped)."""
+        try:
+            raw, error = call.value(), None
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
+            raw, error = "", e
+        self._end(call)
+        return self._trapped(error) if error is not None else self._parse_envelope(raw)
+
+    def _end(self, call: _engine.StringCall) -> None:
+        call.close()
+        self._call = None
+        self._answer = None
+        self._wake = None
+        self._running = False
+        self._run_token += 1
+        self.rt.ticker.release()
+        if self.closed:
+            self._drop_instance()
+
+    async def run(
+        self, code: str, timeout: float, clock: str | None = None, batch: str | None = None
+    ) -> dict[str, Any] | Trapped:
+        """Run ``code`` on this thread's event loop; with ``batch`` (JSON ``{"batch":
+        [code, ...], "timeouts": [...]}``) run those pieces as concurrent tasks instead
+        (their results are in ``batch``). ``clock`` (JSON) is the run's clock base and
+        seed, for replayable runs."""
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        call = self._begin(code, timeout, clock, batch)
+        if call is None:
+            return _closed_report()
+        cancelled = False
+        try:
+            while True:
+                _engine.driving(self)
+                self._ticked = False
+                if call.poll():
+                    break
+                try:
+                    if self._answer is not None:  # waiting in `poll` for host calls
+                        await self._wait()
+                    elif self._ticked:  # an epoch tick: the loop's other tasks go first
+                        await asyncio.sleep(0)
+                    else:  # cannot happen (no other import suspends); never spin
+                        await asyncio.sleep(0.001)
+                except asyncio.CancelledError:
+                    if cancelled:  # cancelled again while stopping: give up on the guest
+                        call.close()
+                        raise
+                    cancelled = True  # stop the guest (within a tick or its grace), then re-raise
+                    self._set_stop("Interrupted: the run was cancelled", grace=self._answer is not None)
+        finally:
+            if self._limit_timer is not None:
+                self._limit_timer.cancel()
+                self._limit_timer = None
+            report = self._finish(call)
+        if cancelled:
+            raise asyncio.CancelledError
+        return report
+
+    async def _wait(self) -> None:
+        """Until a host call completes, the stop flag is set or the guest's timer ends."""
+        loop = self.loop
+        wake = self._wake = loop.create_future()  # type: ignore[union-attr]
+        if self._poll_ready_now():
+            return
+        if self._limit_timer is None:  # a waiting guest wakes at its time limit
+            self._limit_timer = loop.call_later(max(0.0, self._deadline - time.monotonic()), self._wake_up)  # type: ignore[union-attr]
+        timer = None
+        if self._wait_until is not None:
+            timer = loop.call_later(max(0.0, self._wait_until - time.monotonic()), self._wake_up)  # type: ignore[union-attr]
+        try:
+            await wake
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._wake = None
+
+    def run_sync(self, code: str, timeout: float) -> dict[str, Any] | Trapped:
+        """Run ``code`` on this thread with no event loop (warming pooled instances):
+        host calls are answered with an error, and a guest timer is slept through."""
+        call = self._begin(code, timeout, None, None)
+        if call is None:
+            return _closed_report()
+        try:
+            _engine.driving(self)
+            while not call.poll():
+                if self._answer is not None and not self._poll_ready_now():
+                    time.sleep(max(0.0, min(self._wait_until or self._deadline, self._deadline) - time.monotonic()))
+                    if time.monotonic() >= self._deadline and self._stop is None:
+                        self._set_stop(self._timeout_message(), grace=True)
+                _engine.driving(self)
+        finally:
+            report = self._finish(call)
+        return report
+
+    def _trapped(self, e: BaseException) -> Trapped:
         stop = self._stop
         text = str(e)
-        if stop is not None:
+        if _engine.WASI_CLOCK_WAIT in text:
+            reason = "a blocking wait on WASI's clock"
+            error = _engine.WASI_CLOCK_WAIT
+        elif stop is not None:
             error = stop
             reason = "the time limit" if stop.startswith("TimeoutError") else "an interrupt"
         elif "stack" in text and ("exhausted" in text or "overflow" in text):
@@ -351,7 +368,8 @@ class Core:
                 f"(limit {self.limits.memory_mb} MB, memory_mb)"
             )
         else:
-            first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+            cause = text.rpartition("Caused by:")[2].strip() or text.strip()  # wasmtime's message, not its backtrace
+            first = cause.splitlines()[0] if cause else type(e).__name__
             reason = f"a crash ({first[:200]})"
             error = f"SandboxError: the sandbox's runtime crashed: {first[:500]}"
         self._drop_instance()
@@ -483,14 +501,15 @@ class Core:
             return str(e)
         return None
 
-    # -- the poll import (worker thread, called from inside wasm) ---------------------------
+    # -- the poll import (called from inside wasm, on the driving thread) ------------------
 
-    def poll(self, batch: str, timeout_ms: int) -> Variant:
+    def poll_start(self, batch: str, timeout_ms: int, answer: _engine.PollAnswer) -> None:
+        """The guest submits the calls it issued since its last wait and waits for
+        completions: start them as tasks; the answer is written when one is done."""
         if self._stop is not None:
-            return Variant("err", self._stop)
+            return answer.err(self._stop)
         lim = self.limits
         max_payload = lim.max_payload_kb * 1024
-        immediate: list[str] = []
         starts: list[tuple[int, str, Any, Any]] = []
         try:
             if len(batch) > MAX_BATCH_PAYLOADS * max_payload:
@@ -505,43 +524,51 @@ class Core:
             if len(calls) > lim.max_calls:
                 raise ValueError(f"{len(calls)} calls in one wait, more than max_calls ({lim.max_calls})")
         except (ValueError, KeyError, TypeError) as e:
-            return Variant("err", f"SandboxError: malformed request from the sandbox runtime ({e})")
+            return answer.err(f"SandboxError: malformed request from the sandbox runtime ({e})")
         big = len(batch) > max_payload
         for item in calls:
             try:
                 starts.append(self._check_call_entry(item, big))
             except _CallRefused as refused:
-                immediate.append(_err_entry(refused.call_id, refused.type_name, refused.message))
+                self._completed.append(_err_entry(refused.call_id, refused.type_name, refused.message))
             except _Malformed as e:
-                return Variant("err", f"SandboxError: malformed call in a request from the sandbox runtime ({e})")
+                return answer.err(f"SandboxError: malformed call in a request from the sandbox runtime ({e})")
         cancel_ids = [c for c in cancels if isinstance(c, int)]
         if starts or cancel_ids:
-            loop = self.loop
-            if loop is None or loop.is_closed():
-                for call_id, *_ in starts:
-                    immediate.append(_err_entry(call_id, "SandboxError", "the sandbox's event loop is gone"))
-            else:
-                loop.call_soon_threadsafe(self._start_calls, self._run_token, starts, cancel_ids)
-        with self._cv:
-            if immediate:
-                self._completed.extend(immediate)
-            self._in_poll = True
-            if not self._completed and timeout_ms != 0:
-                wait_until = None if timeout_ms == NO_TIMER else time.monotonic() + timeout_ms / 1000
-                while not self._completed and self._stop is None:
-                    now = time.monotonic()
-                    if now >= self._deadline:
-                        self._set_stop(self._timeout_message(), grace=True)
-                        break
-                    until = self._deadline if wait_until is None else min(wait_until, self._deadline)
-                    if wait_until is not None and now >= wait_until:
-                        break
-                    self._cv.wait(until - now)
-            self._in_poll = False
-            if self._stop is not None:
-                return Variant("err", self._stop)
+            self._start_calls(starts, cancel_ids)
+        self._answer = answer
+        self._wait_until = None if timeout_ms == NO_TIMER else time.monotonic() + timeout_ms / 1000
+        if timeout_ms == 0 or self._completed:
+            self._poll_ready_now()
+
+    def poll_ready(self) -> bool:
+        """wasmtime asks whether the guest's wait is over (at each poll of the run)."""
+        return self._answer is None or self._poll_ready_now()
+
+    def _poll_ready_now(self) -> bool:
+        """Answer the guest's wait if it is over: completions, a stop, or its timer."""
+        answer = self._answer
+        if answer is None:
+            return True
+        if self._stop is not None:
+            answer.err(self._stop)
+        elif self._completed or (self._wait_until is not None and time.monotonic() >= self._wait_until):
             done, self._completed = self._completed, []
-        return Variant("ok", "[" + ",".join(done) + "]")
+            answer.ok("[" + ",".join(done) + "]")
+        elif time.monotonic() >= self._deadline:
+            self._set_stop(self._timeout_message(), grace=True)
+            answer.err(self._stop)  # type: ignore[arg-type]
+        else:
+            return False
+        self._answer = None
+        return True
+
+    def poll_abort(self, message: str, answer: _engine.PollAnswer | None = None) -> None:
+        """The host failed while handling a wait: the guest gets ``message`` as an error."""
+        answer = answer or self._answer
+        self._answer = None
+        if answer is not None:
+            answer.err(message)
 
     def _check_call_entry(self, item: Any, big: bool) -> tuple[int, str, Any, Any]:
         """The one place that judges a call entry from the guest: ``[id, name, args]``
@@ -588,10 +615,12 @@ class Core:
 
     # -- host calls (event loop thread) ----------------------------------------------------
 
-    def _start_calls(self, token: int, starts: list[tuple[int, str, Any, Any]], cancels: list[int]) -> None:
-        if token != self._run_token:
-            return  # the run that issued these calls is over
-        loop, context = self.loop, self.context
+    def _start_calls(self, starts: list[tuple[int, str, Any, Any]], cancels: list[int]) -> None:
+        loop, context, token = self.loop, self.context, self._run_token
+        if loop is None:  # a run without an event loop (warming a pooled instance)
+            for call_id, *_ in starts:
+                self._completed.append(_err_entry(call_id, "SandboxError", "this run has no host functions"))
+            starts = []
         for call_id, name, args, options in starts:
             coro = self._one_call(token, call_id, name, args, options)
             self._tasks[call_id] = loop.create_task(coro, context=context.copy() if context is not None else None)  # type: ignore[union-attr]
@@ -631,17 +660,16 @@ class Core:
             type_name = getattr(e, "type_name", None) or type(e).__name__
             entry = _err_entry(call_id, type_name, str(e))
         except BaseException as e:  # KeyboardInterrupt, SystemExit: tell the guest, then propagate
-            with self._cv:
+            if token == self._run_token:
                 self._completed.append(_err_entry(call_id, type(e).__name__, str(e) or "host interrupted"))
-                self._cv.notify()
+                self._wake_up()
             raise
         finally:
             self._tasks.pop(call_id, None)
             self._ours_cancelled.discard(call_id)
         if entry is not None and token == self._run_token:
-            with self._cv:
-                self._completed.append(entry)
-                self._cv.notify()
+            self._completed.append(entry)
+            self._wake_up()
 
     def cancel_calls(self) -> None:
         """Cancel host calls left over from a finished run (event loop thread)."""
@@ -671,14 +699,18 @@ def _short(name: Any) -> str:
     return text if len(text) <= 64 else text[:61] + "..."
 
 
-def shutdown_all(timeout: float = 2.0) -> None:
-    """Stop every live sandbox thread (atexit: never delete a store mid-run)."""
-    cores = list(_live_cores)
-    for core in cores:
-        core.stop_thread()
-    deadline = time.monotonic() + timeout
-    for core in cores:
-        core.join(max(0.0, deadline - time.monotonic()))
+def _closed_report() -> dict[str, Any]:
+    return {"value": None, "finished": False, "output": "", "error": "Interrupted: the sandbox was closed", "calls": 0}
+
+
+def shutdown_all() -> None:
+    """At exit: free every instance. A run still in one (its event loop stopped
+    mid-run) is unwound first: a store must outlive the call in it."""
+    for core in list(_live_cores):
+        call, core._call = core._call, None
+        if call is not None:
+            call.close()
+        core.close()
 
 
 atexit.register(shutdown_all)

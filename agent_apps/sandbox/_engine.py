@@ -23,7 +23,7 @@ try:
     import wasmtime
     from wasmtime import Config, Engine
     from wasmtime import _ffi as ffi
-    from wasmtime.component import Component, Linker, Variant, _enter
+    from wasmtime.component import Component, Instance, Linker, _enter
 except ImportError as exc:  # pragma: no cover - depends on the install
     from ..errors import SandboxError
 
@@ -35,6 +35,8 @@ from . import _build
 
 TICK = 0.01
 HOST_INTERFACE = "agent-apps:sandbox/host@0.1.0"
+#: The guest's import of WASI's monotonic clock (see ``_CLOCK_FUNCS``).
+CLOCK_INTERFACE = "wasi:clocks/monotonic-clock@0.2.9"
 _FINALIZER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -49,83 +51,246 @@ def new_engine() -> Engine:
     return Engine(engine_config())
 
 
-# -- the host import, dispatched to the sandbox that owns the calling thread ----------
+# -- crossing the boundary, marshalled by hand ----------------------------------------
+#
+# Every sandbox runs on the thread that drives it (the event loop's), as an async
+# wasm call: wasmtime runs the guest on a fiber (a stack of its own) and returns to
+# us, with the guest suspended, at each epoch tick and whenever the guest waits in
+# the ``poll`` import for host calls. So a host call costs no thread wake-up at all,
+# and a guest computing for seconds still hands the loop back every tick.
+#
+# The ``run`` export and the ``poll`` import carry only strings (and a u32), so
+# both are marshalled with wasmtime's C API directly: wasmtime-py's generic
+# component glue rebuilds the function's type and converts every value through
+# Python objects on each call (~25 us per crossing here).
+
+_STRING = ffi.WASMTIME_COMPONENT_STRING.value
+_RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
+_Val = ffi.wasmtime_component_val_t
+_U8P = ctypes.POINTER(ctypes.c_uint8)
+_ErrP = ctypes.POINTER(ffi.wasmtime_error_t)
+_NO_FINALIZER = _FINALIZER_T()  # a NULL function pointer
+
+
+def _set_str(val: Any, text: str) -> None:
+    """Make ``val`` a component string value (owned by whoever receives it)."""
+    val.kind = _STRING
+    data = text.encode()
+    ffi.wasm_byte_vec_new(ctypes.byref(val.of.string), len(data), ctypes.cast(ctypes.c_char_p(data), _U8P))
+
+
+def _read_str(val: Any) -> str:
+    vec = val.of.string
+    return ctypes.string_at(vec.data, vec.size).decode() if vec.size else ""
+
+
+def _check(err: Any) -> None:
+    if err:
+        _raise(err)
+
+
+def _raise(err: Any) -> None:
+    error = wasmtime.WasmtimeError._from_ptr(err)
+    _enter.maybe_raise_last_exn()
+    raise error
+
+
+class Call:
+    """One async call into wasm (instantiation or the ``run`` export): ``poll()``
+    runs the guest until it finishes (True) or suspends (False: an epoch tick, or
+    a wait in the ``poll`` import). wasmtime requires everything the call uses to
+    stay alive and unchanged until the future is deleted; this object holds it."""
+
+    def __init__(self, future: Any, keep: tuple[Any, ...], err: Any) -> None:
+        self._future = future
+        self._keep = keep
+        self._err = err
+        self.finished = False
+
+    def poll(self) -> bool:
+        self.finished = bool(ffi.wasmtime_call_future_poll(self._future))
+        return self.finished
+
+    def close(self) -> None:
+        """Delete the future; if the guest is suspended, wasmtime unwinds it (the
+        instance is then unusable, as after a trap)."""
+        if self._future:
+            ffi.wasmtime_call_future_delete(self._future)
+            self._future = None
+
+    def check(self) -> None:
+        """After ``poll()`` returned True: raise what the call failed with, if anything."""
+        self.close()
+        if self._err:
+            err, self._err = self._err, _ErrP()
+            _raise(err)
+
+
+def start_instantiate(rt: Runtime, store: wasmtime.Store) -> tuple[Call, Any]:
+    out = ffi.wasmtime_component_instance_t()
+    err = _ErrP()
+    ctx = store._context()
+    fut = ffi.wasmtime_component_linker_instantiate_async(
+        rt.linker.ptr(), ctx, rt.component.ptr(), ctypes.byref(out), ctypes.byref(err)
+    )
+    return Call(fut, (rt, store, ctx, out), err), out
+
+
+class StringCall(Call):
+    """An async call of an export whose parameters and result are all strings."""
+
+    def __init__(self, func: Any, store: wasmtime.Store, *texts: str) -> None:
+        params = (_Val * len(texts))()
+        for i, text in enumerate(texts):
+            _set_str(params[i], text)
+        self._params: Any = params
+        self._result = _Val()
+        err = _ErrP()
+        ctx = store._context()
+        fut = ffi.wasmtime_component_func_call_async(
+            ctypes.byref(func), ctx, params, len(texts), ctypes.byref(self._result), 1, ctypes.byref(err)
+        )
+        super().__init__(fut, (func, store, ctx), err)
+
+    def close(self) -> None:
+        super().close()
+        params, self._params = self._params, None
+        if params is not None:
+            for i in range(len(params)):
+                ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
+
+    def value(self) -> str:
+        """The export's result, once ``poll()`` returned True (raises a trap's error)."""
+        finished = self.finished
+        self.check()
+        result = self._result
+        try:
+            if not finished:
+                raise wasmtime.WasmtimeError("the run was abandoned before it ended")
+            if result.kind != _STRING:  # cannot happen with our WIT world
+                raise wasmtime.WasmtimeError("the sandbox export returned a non-string")
+            return _read_str(result)
+        finally:
+            ffi.wasmtime_component_val_delete(ctypes.byref(result))
+
+
+def export_func(store: wasmtime.Store, instance_raw: Any, name: str) -> Any:
+    func = Instance._from_raw(instance_raw).get_func(store, name)
+    if func is None:
+        raise RuntimeError(f"the sandbox component has no {name!r} export")
+    return func._func
+
+
+# -- the poll import: dispatched to the sandbox being driven on this thread ----------
 
 _tls = threading.local()
 
 
-def _poll(store: Any, batch: str, timeout_ms: int) -> Variant:
-    core = getattr(_tls, "core", None)
-    if core is None:  # cannot happen: wasm only runs on sandbox worker threads
-        return Variant("err", "SandboxError: no sandbox on this thread")
-    try:
-        return core.poll(batch, timeout_ms)
-    except BaseException as e:  # never let a Python exception trap the guest by accident
-        return Variant("err", f"SandboxError: host failure in poll: {type(e).__name__}: {e}")
-
-
-# -- a lean path across the boundary --------------------------------------------------
-#
-# wasmtime-py's generic component glue rebuilds the function's type from C on every
-# call and converts values through a tree of Python objects: ~25 us per crossing here,
-# as much as the guest's own work for a host call. The ``run`` export carries only
-# strings, so it is called with the same C API calls, marshalled by hand. The ``poll``
-# import stays on wasmtime-py's glue: a hand-made ctypes callback there was faster but
-# crashed the process at exit when a worker abandoned in a blocking wait (see the
-# stuck-worker cap) came back into Python during interpreter shutdown.
-
-_STRING = ffi.WASMTIME_COMPONENT_STRING.value
-_Val = ffi.wasmtime_component_val_t
-_U8P = ctypes.POINTER(ctypes.c_uint8)
-
-
-def _str_val(text: str) -> Any:
-    """A component string value (owned by whoever receives it)."""
-    val = _Val()
-    val.kind = _STRING
-    data = text.encode()
-    ffi.wasm_byte_vec_new(ctypes.byref(val.of.string), len(data), ctypes.cast(ctypes.c_char_p(data), _U8P))
-    return val
-
-
-def _take_str(val: Any) -> str:
-    """The text of a component string value; frees the value's bytes."""
-    vec = val.of.string
-    text = ctypes.string_at(vec.data, vec.size).decode() if vec.size else ""
-    ffi.wasm_byte_vec_delete(ctypes.byref(vec))
-    return text
-
-
-class StringFunc:
-    """Calls an export whose parameters and result are all strings, without
-    wasmtime-py's generic conversion (see above); raises what ``Func.__call__`` raises."""
-
-    def __init__(self, func: Any) -> None:
-        self._func = func._func
-
-    def __call__(self, store: wasmtime.Store, *texts: str) -> str:
-        params = (_Val * len(texts))(*(_str_val(t) for t in texts))
-        result = _Val()
-        try:
-            err = ffi.wasmtime_component_func_call(
-                ctypes.byref(self._func), store._context(), params, len(texts), ctypes.byref(result), 1
-            )
-        finally:
-            for i in range(len(texts)):
-                ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
-        if err:
-            error = wasmtime.WasmtimeError._from_ptr(err)
-            _enter.maybe_raise_last_exn()
-            raise error
-        if result.kind != _STRING:  # cannot happen with our WIT world
-            ffi.wasmtime_component_val_delete(ctypes.byref(result))
-            raise wasmtime.WasmtimeError("the sandbox export returned a non-string")
-        return _take_str(result)
-
-
-def bind_thread(core: Any) -> None:
-    """Route ``poll`` calls made on this thread to ``core``."""
+def driving(core: Any) -> None:
+    """Route ``poll`` calls made on this thread (inside ``Call.poll``) to ``core``."""
     _tls.core = core
+
+
+class PollAnswer:
+    """Where the answer to one ``poll`` import call goes: ``ok`` / ``err`` write
+    the ``result<string, string>`` that wasmtime hands back to the guest."""
+
+    __slots__ = ("_results",)
+
+    def __init__(self, results: Any) -> None:
+        self._results = results
+
+    def _write(self, ok: bool, text: str) -> None:
+        inner = _Val()
+        _set_str(inner, text)
+        out = self._results[0]
+        out.kind = _RESULT
+        out.of.result.is_ok = ok
+        out.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(inner))
+
+    def ok(self, text: str) -> None:
+        self._write(True, text)
+
+    def err(self, text: str) -> None:
+        self._write(False, text)
+
+
+@ffi.wasmtime_func_async_continuation_callback_t
+def _poll_ready(_env):  # type: ignore[no-untyped-def]
+    """wasmtime asks, at each ``Call.poll``, whether the guest's wait is over."""
+    core = getattr(_tls, "core", None)
+    if core is None:  # cannot happen: a wait is only polled by its sandbox's driver
+        return True
+    try:
+        return bool(core.poll_ready())
+    except BaseException as e:  # never let a Python exception escape into wasmtime
+        core.poll_abort(f"SandboxError: host failure in poll: {type(e).__name__}: {e}")
+        return True
+
+
+@ffi.wasmtime_component_func_async_callback_t
+def _poll(_env, _ctx, _ty, args, nargs, results, nresults, err_ret, cont):  # type: ignore[no-untyped-def]
+    """The guest's ``poll`` import: start its calls; the answer comes when ready."""
+    answer = PollAnswer(results)
+    core = getattr(_tls, "core", None)
+    try:
+        if core is None or nargs != 2 or nresults != 1:  # cannot happen with our WIT world
+            answer.err("SandboxError: no sandbox is being driven on this thread")
+        else:
+            core.poll_start(_read_str(args[0]), int(args[1].of.u32), answer)
+    except BaseException as e:  # never let a Python exception escape into wasmtime
+        core.poll_abort(f"SandboxError: host failure in poll: {type(e).__name__}: {e}", answer)
+    cont[0].callback = _poll_ready
+    cont[0].env = None
+    cont[0].finalizer = _NO_FINALIZER
+
+
+# -- the monotonic clock: no blocking waits -------------------------------------------
+#
+# A guest runs on the event loop's thread, so nothing it calls may block that thread.
+# Every wait of our guest runtime goes through the ``poll`` import; the only other
+# way to wait is WASI's own (``wasi:io/poll`` on a clock subscription, reachable by
+# agent code that digs the original ``select`` or ``time.sleep`` out of the runtime),
+# which wasmtime runs as a blocking host call that epochs cannot interrupt. So the
+# guest's monotonic clock is ours: ``now`` and ``resolution`` as WASI's, and the
+# two subscriptions (the only way to make a clock pollable) trap, which resets
+# the sandbox with a clear error. (wasmtime's async WASI would suspend instead,
+# but its clock needs a Tokio runtime the C API does not enter: it aborts the
+# process.) Streams cannot block either: no stdin, stdout and stderr are sinks,
+# no files, and sockets are denied.
+
+WASI_CLOCK_WAIT = (
+    "SandboxError: the code waited on WASI's clock directly (outside the sandbox's event loop), "
+    "which the sandbox does not allow; use time.sleep or asyncio.sleep"
+)
+_U64 = ffi.WASMTIME_COMPONENT_U64.value
+
+
+@ffi.wasmtime_component_func_callback_t
+def _clock_now(_env, _ctx, _ty, _args, _nargs, results, _nresults):  # type: ignore[no-untyped-def]
+    results[0].kind = _U64
+    results[0].of.u64 = time.monotonic_ns()
+    return 0
+
+
+@ffi.wasmtime_component_func_callback_t
+def _clock_resolution(_env, _ctx, _ty, _args, _nargs, results, _nresults):  # type: ignore[no-untyped-def]
+    results[0].kind = _U64
+    results[0].of.u64 = 1
+    return 0
+
+
+@ffi.wasmtime_component_func_callback_t
+def _clock_subscribe(_env, _ctx, _ty, _args, _nargs, _results, _nresults):  # type: ignore[no-untyped-def]
+    return ctypes.cast(ffi.wasmtime_error_new(WASI_CLOCK_WAIT.encode()), ctypes.c_void_p).value or 0
+
+
+_CLOCK_FUNCS = {
+    b"now": _clock_now,
+    b"resolution": _clock_resolution,
+    b"subscribe-instant": _clock_subscribe,
+    b"subscribe-duration": _clock_subscribe,
+}
 
 
 # -- epoch deadline callback ---------------------------------------------------------
@@ -137,6 +302,7 @@ _DEADLINE_CB_T = ctypes.CFUNCTYPE(
     ctypes.POINTER(ctypes.c_uint64),
     ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
 )
+_UPDATE_DEADLINE_YIELD = 1
 _deadline_owners: dict[int, Callable[[], str | None]] = {}
 _owner_ids = iter(range(1, 1 << 62))
 
@@ -152,7 +318,7 @@ def _on_deadline(_ctx, data, delta, kind):  # type: ignore[no-untyped-def]
         err = ffi.wasmtime_error_new(reason.encode())
         return ctypes.cast(err, ctypes.c_void_p).value or 0
     delta[0] = 1
-    kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+    kind[0] = _UPDATE_DEADLINE_YIELD  # hand the thread back to whoever polls the call
     return 0
 
 
@@ -162,8 +328,9 @@ def _finalize(data):  # type: ignore[no-untyped-def]
 
 
 def watch_deadline(store: wasmtime.Store, check: Callable[[], str | None]) -> None:
-    """Call ``check`` on every epoch tick while ``store`` runs wasm; a returned
-    string traps the guest with that message."""
+    """Call ``check`` on every epoch tick while ``store`` runs wasm: a returned
+    string traps the guest with that message; otherwise the guest yields (the
+    call's ``poll()`` returns False) and goes on when polled again."""
     owner = next(_owner_ids)
     _deadline_owners[owner] = check
     ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_deadline, owner, _finalize)
@@ -226,9 +393,18 @@ class Runtime:
             self.component = Component.deserialize_file(self.engine, str(path))
         self.linker = Linker(self.engine)
         self.linker.add_wasip2()
+        self.linker.allow_shadowing = True  # our monotonic clock replaces WASI's
         with self.linker.root() as root:
+            with root.add_instance(CLOCK_INTERFACE) as clock:
+                for name, func in _CLOCK_FUNCS.items():
+                    _check(ffi.wasmtime_component_linker_instance_add_func(
+                        clock.ptr(), name, len(name), func, None, _NO_FINALIZER
+                    ))
             with root.add_instance(HOST_INTERFACE) as iface:
-                iface.add_func("poll", _poll)
+                _check(ffi.wasmtime_component_linker_instance_add_func_async(
+                    iface.ptr(), b"poll", 4, _poll, None, _NO_FINALIZER
+                ))
+        self.linker.allow_shadowing = False
         self.ticker = _Ticker(self.engine)
         self.load_seconds = time.perf_counter() - t0
 

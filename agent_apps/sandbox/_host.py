@@ -22,21 +22,14 @@ an agent serves as middleware: ``{"skill": name, "args": {...}}``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import SandboxError
-from ._core import CallHost, Core, Trapped, refuse_if_too_many_stuck
+from ._core import CallHost, Core, Trapped
 from ._limits import RunResult, SandboxLimits
-
-#: How long past its time limit a run may take before the host gives up on its
-#: worker thread (only a guest blocked inside a host call gets there).
-WATCHDOG_GRACE = 2.0
-_STUCK = object()
 
 
 class Sandbox:
@@ -46,14 +39,8 @@ class Sandbox:
                  limits: SandboxLimits | None = None, call_host: CallHost | None = None,
                  caller_name: str = "agent code", target: Mapping[str, Any] | None = None) -> None:
         """Wrap a ready ``Core``; use ``await Sandbox.start(...)`` or a pool instead."""
-        try:
-            refuse_if_too_many_stuck()
-        except SandboxError:
-            core.stop_thread()
-            raise
         self._core = core
         self._lock = asyncio.Lock()
-        self._broken: str | None = None  # why a stuck sandbox could not be replaced
         self._memory_cache: tuple[str, Any] | None = None
         core.call_host = call_host
         core.caller_name = caller_name
@@ -117,86 +104,20 @@ class Sandbox:
         clock_json = None if clock is None else json.dumps({"time": float(clock["time"]), "seed": int(clock["seed"])})
         async with self._lock:
             core = self._core
-            if self._broken is not None:
-                raise SandboxError(f"this sandbox was closed: it got stuck and {self._broken}")
             if core.closed:
                 raise RuntimeError("the sandbox is closed")
-            refuse_if_too_many_stuck()
-            loop = asyncio.get_running_loop()
-            core.loop = loop
             core.context = contextvars.copy_context()
-            fut = loop.create_future()
-
-            def done(ok: bool, result: Any) -> None:
-                loop.call_soon_threadsafe(_resolve, fut, ok, result)
-
             t0 = time.perf_counter()
-            limit = float(timeout or self.limits.timeout)
-            seq = core.next_seq()
-            core.submit(core.run, code, limit, seq, clock_json, batch, done=done)
-            # Watchdog: epoch interruption cannot reach a guest blocked inside a
-            # host call (a WASI wait the guest runtime did not reroute).
-            watchdog = loop.call_later(limit + WATCHDOG_GRACE, _resolve, fut, True, _STUCK)
             try:
-                outcome = await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                core.interrupt("the run was cancelled", seq=seq)
-                try:
-                    await asyncio.wait_for(asyncio.shield(fut), WATCHDOG_GRACE)  # stops within a tick
-                except TimeoutError:
-                    with contextlib.suppress(SandboxError):  # too many stuck: stays closed
-                        await self._replace_stuck_core()
-                except BaseException:
-                    pass
-                raise
+                outcome = await core.run(code, float(timeout or self.limits.timeout), clock_json, batch)
             finally:
-                watchdog.cancel()
                 core.cancel_calls()
-            if outcome is _STUCK:
-                try:
-                    await self._replace_stuck_core()
-                except SandboxError as exc:
-                    self._broken = str(exc)
-                    broken = RunResult(
-                        error=f"TimeoutError: the code was blocked in a system call past its time limit of "
-                        f"{limit:g} s (timeout) and was stopped; the sandbox cannot be replaced: {exc}",
-                        duration=time.perf_counter() - t0,
-                    )
-                    return [broken] * count
-                stuck = RunResult(
-                    error=(
-                        f"TimeoutError: the code was blocked in a system call past its time limit "
-                        f"of {limit:g} s (timeout) and was stopped"
-                    ),
-                    replaced=True,
-                    notice=(
-                        "the sandbox was reset after the time limit; memory restored from its last "
-                        "saved state (the end of the previous run)"
-                    ),
-                    duration=time.perf_counter() - t0,
-                )
-                return [stuck] * count
             duration = time.perf_counter() - t0
             if batch is None or not isinstance(outcome, dict):
                 return [_result(outcome, duration)] * count
             parts = [_result(part, duration) for part in outcome.get("batch") or ()][:count]
             missing = RunResult(error="SandboxError: the sandbox runtime returned no result for this call")
             return parts + [missing] * (count - len(parts))
-
-    async def _replace_stuck_core(self) -> None:
-        """Abandon a worker stuck in a host call; carry the sandbox's state to a new one
-        (unless too many workers are stuck: then the sandbox stays closed)."""
-        old = self._core
-        old.abandon()
-        refuse_if_too_many_stuck()
-        new = await new_core()
-        new.call_host = old.call_host
-        new.caller_name = old.caller_name
-        new.limits = old.limits
-        new.target_json = old.target_json
-        new.memory_json = old.memory_json
-        new.pending_setup = new.setup_json(memory=True)
-        self._core = new
 
     def interrupt(self) -> None:
         """Stop the running code promptly (thread-safe); its run reports an error."""
@@ -215,16 +136,11 @@ class Sandbox:
         return self._core.closed
 
     async def close(self) -> None:
-        """Stop any running code, then free the instance and its thread."""
-        core = self._core
-        if core.closed:
-            return
-        core.stop_thread()
-        await asyncio.get_running_loop().run_in_executor(None, core.join)
+        """Stop any running code (it ends within a tick) and free the instance."""
+        self._core.close()
 
     def close_sync(self) -> None:
-        self._core.stop_thread()
-        self._core.join()
+        self._core.close()
 
     async def __aenter__(self) -> Sandbox:
         return self
@@ -235,16 +151,7 @@ class Sandbox:
     def __del__(self) -> None:
         core = getattr(self, "_core", None)
         if core is not None and not core.closed:
-            core.stop_thread()
-
-
-def _resolve(fut: asyncio.Future, ok: bool, result: Any) -> None:
-    if fut.done():
-        return
-    if ok:
-        fut.set_result(result)
-    else:
-        fut.set_exception(result) if not isinstance(result, Trapped) else fut.set_result(result)
+            core.close()
 
 
 def _result(outcome: Any, duration: float) -> RunResult:
@@ -269,20 +176,13 @@ def _result(outcome: Any, duration: float) -> RunResult:
 
 
 async def new_core() -> Core:
-    """Create a Core (loading the runtime if needed) and instantiate it, off the loop."""
-    loop = asyncio.get_running_loop()
-    core = await loop.run_in_executor(None, Core) if _runtime_missing() else Core()
-    fut = loop.create_future()
-
-    def done(ok: bool, result: Any) -> None:
-        loop.call_soon_threadsafe(_resolve, fut, ok, result)
-
-    core.submit(core.instantiate, done=done)
-    try:
-        await fut
-    except BaseException:
-        core.stop_thread()
-        raise
+    """A new instantiated Core: ~1 ms of wasm on the loop's thread (the first use in a
+    process loads the compiled component first, off the loop)."""
+    if _runtime_missing():
+        core = await asyncio.get_running_loop().run_in_executor(None, Core)
+    else:
+        core = Core()
+    core.instantiate()
     return core
 
 

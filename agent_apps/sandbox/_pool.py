@@ -1,10 +1,10 @@
 """``SandboxPool``: instances made ahead of time, so a new agent never waits.
 
-Instantiating costs about a millisecond of wasm work on a worker thread; the
-pool keeps ``size`` of them ready and refills in the background after each
-``acquire``. A pooled instance is configured (limits, memory seed, host
-function) at acquire time without running wasm: the seed travels with the
-first run, so acquiring costs no thread hop at all.
+Instantiating and warming an instance costs a few milliseconds of wasm work; the
+pool keeps ``size`` of them ready and refills on background threads after each
+``acquire`` (the instance is then run by the event loop's thread). A pooled
+instance is configured (limits, memory seed, host function) at acquire time
+without running wasm: the seed travels with the first run.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ class SandboxPool:
         core = None
         try:
             core = Core()
-            core.call(core.instantiate)
-            core.call(core.warm_up)
+            core.instantiate()
+            core.warm_up()
         except BaseException:
             if core is not None:
-                core.stop_thread()
+                core.close()
             core = None
         with self._lock:
             self._filling -= 1
@@ -62,7 +62,7 @@ class SandboxPool:
                 self._ready.append(core)
                 core = None
         if core is not None:
-            core.stop_thread()
+            core.close()
 
     @property
     def ready(self) -> int:
@@ -107,10 +107,7 @@ class SandboxPool:
             cores = list(self._ready)
             self._ready.clear()
         for core in cores:
-            core.stop_thread()
-        loop = asyncio.get_running_loop()
-        for core in cores:
-            await loop.run_in_executor(None, core.join)
+            core.close()
 
     async def __aenter__(self) -> SandboxPool:
         return self

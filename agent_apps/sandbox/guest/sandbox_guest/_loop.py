@@ -118,13 +118,14 @@ class GuestLoop(base_events.BaseEventLoop):
             else:
                 fut.set_exception(host_error(payload))
 
-    def block(self, seconds: float) -> None:
-        """Block for ``seconds`` inside the host (``time.sleep`` and friends), so
-        the time limit and interrupts apply; calls in flight keep completing."""
-        end = _monotonic() + seconds
+    def block(self, seconds: float | None) -> None:
+        """Block for ``seconds`` (None: until the run is stopped) inside the host
+        (``time.sleep`` and friends), so the time limit and interrupts apply;
+        calls in flight keep completing."""
+        end = None if seconds is None else _monotonic() + seconds
         while True:
-            left = end - _monotonic()
-            if left <= 0:
+            left = None if end is None else end - _monotonic()
+            if left is not None and left <= 0:
                 return
             self._poll(left)
 
