@@ -49,6 +49,11 @@ memory
 #: After the host tells a guest that waits in ``poll`` to stop, the guest gets
 #: this long to unwind and report before the epoch callback traps it.
 STOP_GRACE = 0.5
+#: After a slice that ended at an epoch tick, the guest waits this many rounds of the
+#: event loop: a timer that came due during the slice wakes its future in the first
+#: round, the task awaiting it is queued behind the driver's own step in the second
+#: and runs in the third. So a task woken by a timer waits one slice (~10 ms), not three.
+YIELD_ROUNDS = 3
 MAX_ERROR_MESSAGE = 8 * 1024
 #: One poll may carry at most this many times ``max_payload_kb`` of JSON (several
 #: gathered calls, each within the payload limit); more is refused before parsing.
@@ -294,8 +299,9 @@ class Core:
                 try:
                     if self._answer is not None:  # waiting in `poll` for host calls
                         await self._wait()
-                    elif self._ticked:  # an epoch tick: the loop's other tasks go first
-                        await asyncio.sleep(0)
+                    elif self._ticked:  # an epoch tick: the loop's other work goes first
+                        for _ in range(YIELD_ROUNDS):
+                            await asyncio.sleep(0)
                     else:  # cannot happen (no other import suspends); never spin
                         await asyncio.sleep(0.001)
                 except asyncio.CancelledError:
