@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import ctypes
 import inspect
 import json
 import time
@@ -305,11 +306,12 @@ class Core:
                     else:  # cannot happen (no other import suspends); never spin
                         await asyncio.sleep(0.001)
                 except asyncio.CancelledError:
-                    if cancelled:  # cancelled again while stopping: give up on the guest
-                        call.close()
-                        raise
-                    cancelled = True  # stop the guest (within a tick or its grace), then re-raise
-                    self._set_stop("Interrupted: the run was cancelled", grace=self._answer is not None)
+                    # Stop the guest, let it end (within a tick, or its grace if it waits
+                    # in `poll`: no wait can block it), then re-raise. A suspended call is
+                    # never dropped: wasmtime cannot drop a fiber inside a host call.
+                    if not cancelled:
+                        cancelled = True
+                        self._set_stop("Interrupted: the run was cancelled", grace=self._answer is not None)
         finally:
             if self._limit_timer is not None:
                 self._limit_timer.cancel()
@@ -710,13 +712,15 @@ def _closed_report() -> dict[str, Any]:
 
 
 def shutdown_all() -> None:
-    """At exit: free every instance. A run still in one (its event loop stopped
-    mid-run) is unwound first: a store must outlive the call in it."""
+    """At exit: free every instance that no run is in. A run left suspended by an event
+    loop that stopped mid-run keeps its store to the process's end (a store must outlive
+    the call in it, and wasmtime cannot drop a fiber suspended in a host call), so its
+    core is never finalized."""
     for core in list(_live_cores):
-        call, core._call = core._call, None
-        if call is not None:
-            call.close()
-        core.close()
+        if core._call is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(core))
+        else:
+            core.close()
 
 
 atexit.register(shutdown_all)
