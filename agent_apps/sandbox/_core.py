@@ -325,7 +325,7 @@ class Core:
         """Until a host call completes, the stop flag is set or the guest's timer ends."""
         loop = self.loop
         wake = self._wake = loop.create_future()  # type: ignore[union-attr]
-        if self._poll_ready_now():
+        if self.poll_ready():
             return
         if self._limit_timer is None:  # a waiting guest wakes at its time limit
             self._limit_timer = loop.call_later(max(0.0, self._deadline - time.monotonic()), self._wake_up)  # type: ignore[union-attr]
@@ -347,12 +347,9 @@ class Core:
             return _closed_report()
         try:
             _engine.driving(self)
-            while not call.poll():
-                if self._answer is not None and not self._poll_ready_now():
+            while not call.poll():  # the next poll answers the wait (or stops it at the limit)
+                if not self.poll_ready():
                     time.sleep(max(0.0, min(self._wait_until or self._deadline, self._deadline) - time.monotonic()))
-                    if time.monotonic() >= self._deadline and self._stop is None:
-                        self._set_stop(self._timeout_message(), grace=True)
-                _engine.driving(self)
         finally:
             report = self._finish(call)
         return report
@@ -547,14 +544,11 @@ class Core:
         self._answer = answer
         self._wait_until = None if timeout_ms == NO_TIMER else time.monotonic() + timeout_ms / 1000
         if timeout_ms == 0 or self._completed:
-            self._poll_ready_now()
+            self.poll_ready()
 
     def poll_ready(self) -> bool:
-        """wasmtime asks whether the guest's wait is over (at each poll of the run)."""
-        return self._answer is None or self._poll_ready_now()
-
-    def _poll_ready_now(self) -> bool:
-        """Answer the guest's wait if it is over: completions, a stop, or its timer."""
+        """Answer the guest's wait if it is over (completions, a stop, or its timer);
+        wasmtime asks this at each poll of the run while the guest waits."""
         answer = self._answer
         if answer is None:
             return True
