@@ -59,6 +59,8 @@ MAX_ERROR_MESSAGE = 8 * 1024
 #: One poll may carry at most this many times ``max_payload_kb`` of JSON (several
 #: gathered calls, each within the payload limit); more is refused before parsing.
 MAX_BATCH_PAYLOADS = 16
+#: One encoder for every call result (``json.dumps`` with options builds one per call).
+_encode = json.JSONEncoder(allow_nan=False).encode
 _ENVELOPE_HEAD = '{"value":'
 _ENVELOPE_TAIL = ',"finished":'
 _BATCH_HEAD = '{"batch":['
@@ -109,6 +111,7 @@ class Core:
         self._running = False
         self._run_token = 0
         self._tasks: dict[int, asyncio.Task] = {}
+        self._fresh_calls = False        # the guest's last wait started host calls
         self._ours_cancelled: set[int] = set()
         # the guest's wait in `poll`: where the answer goes, until when it waits
         self._answer: _engine.PollAnswer | None = None
@@ -251,6 +254,7 @@ class Core:
             setup = batch if not setup else setup[:-1] + "," + batch[1:]  # two JSON objects, one
         self._calls = 0
         self._call_ids = set()
+        self._fresh_calls = False
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
         self.rt.ticker.acquire()
@@ -299,6 +303,14 @@ class Core:
                     break
                 try:
                     if self._answer is not None:  # waiting in `poll` for host calls
+                        if self._fresh_calls:
+                            # The calls it just started take their first step in the loop's
+                            # next round, and most (a quick skill) end in it: resume right
+                            # after it, with no wake-up future and no second round.
+                            self._fresh_calls = False
+                            await asyncio.sleep(0)
+                            if self.poll_ready():
+                                continue
                         await self._wait()
                     elif self._ticked:  # an epoch tick: the loop's other work goes first
                         for _ in range(YIELD_ROUNDS):
@@ -626,6 +638,7 @@ class Core:
         for call_id, name, args, options in starts:
             coro = self._one_call(token, call_id, name, args, options)
             self._tasks[call_id] = loop.create_task(coro, context=context.copy() if context is not None else None)  # type: ignore[union-attr]
+            self._fresh_calls = True
         for call_id in cancels:
             task = self._tasks.get(call_id)
             if task is not None:
@@ -641,7 +654,7 @@ class Core:
             if inspect.isawaitable(result):
                 result = await result
             try:
-                payload = json.dumps(result, allow_nan=False)
+                payload = _encode(result)
             except (TypeError, ValueError) as e:
                 entry = _err_entry(call_id, "ResultInvalid", f"{name!r} returned a value that is not JSON: {e}")
             else:

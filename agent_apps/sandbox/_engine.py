@@ -67,16 +67,37 @@ def new_engine() -> Engine:
 _STRING = ffi.WASMTIME_COMPONENT_STRING.value
 _RESULT = ffi.WASMTIME_COMPONENT_RESULT.value
 _Val = ffi.wasmtime_component_val_t
-_U8P = ctypes.POINTER(ctypes.c_uint8)
 _ErrP = ctypes.POINTER(ffi.wasmtime_error_t)
 _NO_FINALIZER = _FINALIZER_T()  # a NULL function pointer
 
 
-def _set_str(val: Any, text: str) -> None:
-    """Make ``val`` a component string value (owned by whoever receives it)."""
-    val.kind = _STRING
+def _c_function(name: str, restype: Any, *argtypes: Any) -> Any:
+    """A handle of our own on a wasmtime C API function, with plain argument types.
+
+    wasmtime-py's wrappers add a Python call and pointer conversions to every call
+    (~1-2 us each); these run several times per run and per host call."""
+    func = ffi.dll[name]  # a new function object: its types are ours alone
+    func.restype, func.argtypes = restype, argtypes
+    return func
+
+
+_byte_vec_new = _c_function("wasm_byte_vec_new", None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+_val_new = _c_function("wasmtime_component_val_new", ctypes.c_void_p, ctypes.c_void_p)
+_val_delete = _c_function("wasmtime_component_val_delete", None, ctypes.c_void_p)
+_future_poll = _c_function("wasmtime_call_future_poll", ctypes.c_bool, ctypes.c_void_p)
+_future_delete = _c_function("wasmtime_call_future_delete", None, ctypes.c_void_p)
+_VAL_SIZE = ctypes.sizeof(_Val)
+_PAYLOAD = _Val.of.offset  # where a value's payload (a string's byte vector) starts
+_RESULT_AT = _PAYLOAD + ffi.wasmtime_component_valunion_t.result.offset  # a result's is_ok and val
+_RESULT_IS_OK = _RESULT_AT + ffi.wasmtime_component_valresult_t.is_ok.offset
+_RESULT_VAL = _RESULT_AT + ffi.wasmtime_component_valresult_t.val.offset
+
+
+def _set_str(address: int, text: str) -> None:
+    """Make the value at ``address`` a component string (owned by whoever receives it)."""
     data = text.encode()
-    ffi.wasm_byte_vec_new(ctypes.byref(val.of.string), len(data), ctypes.cast(ctypes.c_char_p(data), _U8P))
+    ctypes.c_uint8.from_address(address).value = _STRING
+    _byte_vec_new(address + _PAYLOAD, len(data), data)
 
 
 def _read_str(val: Any) -> str:
@@ -95,6 +116,10 @@ def _raise(err: Any) -> None:
     raise error
 
 
+def _address(pointer: Any) -> int:
+    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
+
+
 class Call:
     """One async call into wasm (instantiation or the ``run`` export): ``poll()``
     runs the guest until it finishes (True) or suspends (False: an epoch tick, or
@@ -102,21 +127,21 @@ class Call:
     stay alive and unchanged until the future is deleted; this object holds it."""
 
     def __init__(self, future: Any, keep: tuple[Any, ...], err: Any) -> None:
-        self._future = future
+        self._future = _address(future)
         self._keep = keep
         self._err = err
         self.finished = False
 
     def poll(self) -> bool:
-        self.finished = bool(ffi.wasmtime_call_future_poll(self._future))
+        self.finished = _future_poll(self._future)
         return self.finished
 
     def close(self) -> None:
         """Delete the future; if the guest is suspended, wasmtime unwinds it (the
         instance is then unusable, as after a trap)."""
         if self._future:
-            ffi.wasmtime_call_future_delete(self._future)
-            self._future = None
+            _future_delete(self._future)
+            self._future = 0
 
     def check(self) -> None:
         """After ``poll()`` returned True: raise what the call failed with, if anything."""
@@ -141,8 +166,9 @@ class StringCall(Call):
 
     def __init__(self, func: Any, store: wasmtime.Store, *texts: str) -> None:
         params = (_Val * len(texts))()
+        base = ctypes.addressof(params)
         for i, text in enumerate(texts):
-            _set_str(params[i], text)
+            _set_str(base + i * _VAL_SIZE, text)
         self._params: Any = params
         self._result = _Val()
         err = _ErrP()
@@ -156,8 +182,9 @@ class StringCall(Call):
         super().close()
         params, self._params = self._params, None
         if params is not None:
+            base = ctypes.addressof(params)
             for i in range(len(params)):
-                ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
+                _val_delete(base + i * _VAL_SIZE)
 
     def value(self) -> str:
         """The export's result, once ``poll()`` returned True (raises a trap's error)."""
@@ -171,7 +198,7 @@ class StringCall(Call):
                 raise wasmtime.WasmtimeError("the sandbox export returned a non-string")
             return _read_str(result)
         finally:
-            ffi.wasmtime_component_val_delete(ctypes.byref(result))
+            _val_delete(ctypes.addressof(result))
 
 
 def export_func(store: wasmtime.Store, instance_raw: Any, name: str) -> Any:
@@ -195,18 +222,18 @@ class PollAnswer:
     """Where the answer to one ``poll`` import call goes: ``ok`` / ``err`` write
     the ``result<string, string>`` that wasmtime hands back to the guest."""
 
-    __slots__ = ("_results",)
+    __slots__ = ("_address",)
 
     def __init__(self, results: Any) -> None:
-        self._results = results
+        self._address = _address(results)
 
     def _write(self, ok: bool, text: str) -> None:
         inner = _Val()
-        _set_str(inner, text)
-        out = self._results[0]
-        out.kind = _RESULT
-        out.of.result.is_ok = ok
-        out.of.result.val = ffi.wasmtime_component_val_new(ctypes.byref(inner))
+        _set_str(ctypes.addressof(inner), text)
+        out = self._address
+        ctypes.c_uint8.from_address(out).value = _RESULT
+        ctypes.c_bool.from_address(out + _RESULT_IS_OK).value = ok
+        ctypes.c_void_p.from_address(out + _RESULT_VAL).value = _val_new(ctypes.addressof(inner))
 
     def ok(self, text: str) -> None:
         self._write(True, text)
@@ -268,8 +295,9 @@ _U64 = ffi.WASMTIME_COMPONENT_U64.value
 
 @ffi.wasmtime_component_func_callback_t
 def _clock_now(_env, _ctx, _ty, _args, _nargs, results, _nresults):  # type: ignore[no-untyped-def]
-    results[0].kind = _U64
-    results[0].of.u64 = time.monotonic_ns()
+    now = results[0]
+    now.kind = _U64
+    now.of.u64 = time.monotonic_ns()
     return 0
 
 

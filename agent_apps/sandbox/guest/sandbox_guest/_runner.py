@@ -187,9 +187,9 @@ class Runner:
         return (
             '{"value":' + value_json
             + ',"finished":' + ("true" if self._finished else "false")
-            + ',"output":' + _dumps(output)
-            + ',"error":' + _dumps(error)
-            + ',"memory":' + _dumps(snapshot)
+            + ',"output":' + _text_json(output)
+            + ',"error":' + _text_json(error)
+            + ',"memory":' + _text_json(snapshot)
             + "}"
         )
 
@@ -243,7 +243,7 @@ class Runner:
         else:
             self._last_snapshot = snapshot
         results = ",".join(task.envelope() for task in tasks)
-        return '{"batch":[' + results + '],"memory":' + _dumps(snapshot) + "}"
+        return '{"batch":[' + results + '],"memory":' + _text_json(snapshot) + "}"
 
     def _namespace(self):
         return {
@@ -307,7 +307,15 @@ class Runner:
         if value is None:
             return "null"
         try:
-            encoded = strict_dumps(value)
+            # A str or an int (the commonest values) is encoded as the encoder would,
+            # without building one (~4 us in the guest).
+            kind = type(value)
+            if kind is str:
+                encoded = _dumps(value)
+            elif kind is int:
+                encoded = int.__repr__(value)
+            else:
+                encoded = strict_dumps(value)
         except (TypeError, ValueError, RecursionError):
             try:
                 text = repr(value)
@@ -322,6 +330,8 @@ class Runner:
         return encoded
 
     def _snapshot(self):
+        if type(self.memory) is dict and not self.memory:
+            return "{}", None
         try:
             return _dumps(self.memory), None
         except (TypeError, ValueError, RecursionError):
@@ -389,8 +399,8 @@ class _Task:
         return (
             '{"value":' + (self.finish_json if self.finished else self.value_json)
             + ',"finished":' + ("true" if self.finished else "false")
-            + ',"output":' + _dumps(self.out.getvalue())
-            + ',"error":' + _dumps(self.error)
+            + ',"output":' + _text_json(self.out.getvalue())
+            + ',"error":' + _text_json(self.error)
             + "}"
         )
 
@@ -410,6 +420,12 @@ class _TaskOutput:
 
     def writable(self) -> bool:
         return True
+
+
+def _text_json(text) -> str:
+    """JSON of a str or None, the envelope's text fields: most are empty or None,
+    which need no encoder call (~4 us each in the guest)."""
+    return "null" if text is None else '""' if text == "" else _dumps(text)
 
 
 async def _main(parts, ns):
