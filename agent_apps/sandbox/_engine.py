@@ -87,10 +87,16 @@ _val_delete = _c_function("wasmtime_component_val_delete", None, ctypes.c_void_p
 _future_poll = _c_function("wasmtime_call_future_poll", ctypes.c_bool, ctypes.c_void_p)
 _future_delete = _c_function("wasmtime_call_future_delete", None, ctypes.c_void_p)
 _VAL_SIZE = ctypes.sizeof(_Val)
-_PAYLOAD = _Val.of.offset  # where a value's payload (a string's byte vector) starts
-_RESULT_AT = _PAYLOAD + ffi.wasmtime_component_valunion_t.result.offset  # a result's is_ok and val
-_RESULT_IS_OK = _RESULT_AT + ffi.wasmtime_component_valresult_t.is_ok.offset
-_RESULT_VAL = _RESULT_AT + ffi.wasmtime_component_valresult_t.val.offset
+
+
+def _offset(struct: Any, field: str) -> int:
+    return int(getattr(struct, field).offset)
+
+
+_PAYLOAD = _offset(_Val, "of")  # where a value's payload (a string's byte vector) starts
+_RESULT_AT = _PAYLOAD + _offset(ffi.wasmtime_component_valunion_t, "result")  # a result's is_ok and val
+_RESULT_IS_OK = _RESULT_AT + _offset(ffi.wasmtime_component_valresult_t, "is_ok")
+_RESULT_VAL = _RESULT_AT + _offset(ffi.wasmtime_component_valresult_t, "val")
 
 
 def _set_str(address: int, text: str) -> None:
