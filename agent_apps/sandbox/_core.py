@@ -122,6 +122,7 @@ class Core:
         # the wasm side
         self.store: wasmtime.Store | None = None
         self._run_func: Any = None
+        self._store_context = 0          # the address of the store's context
         self._call: _engine.StringCall | None = None  # the run in progress
         self.closed = False
         _live_cores.add(self)
@@ -149,6 +150,7 @@ class Core:
             call.close()
             rt.ticker.release()
         self._run_func = _engine.export_func(store, raw, "run")
+        self._store_context = _engine.context_address(store)
         self.store = store
 
     def warm_up(self) -> None:
@@ -258,8 +260,8 @@ class Core:
         self._timeout = timeout
         self._deadline = time.monotonic() + timeout
         self.rt.ticker.acquire()
-        store.set_epoch_deadline(1)
-        self._call = _engine.StringCall(self._run_func, store, code, setup)
+        _engine.set_epoch_deadline(self._store_context, 1)
+        self._call = _engine.StringCall(self._run_func, store, self._store_context, code, setup)
         return self._call
 
     def _finish(self, call: _engine.StringCall) -> dict[str, Any] | Trapped:
@@ -425,6 +427,17 @@ class Core:
         if isinstance(raw, str) and raw.startswith(_BATCH_HEAD):
             return self._parse_batch(raw)
         cut = raw.rfind(_ENVELOPE_TAIL) if isinstance(raw, str) and raw.startswith(_ENVELOPE_HEAD) else -1
+        if cut >= 0 and len(raw) <= self.limits.max_payload_kb * 1024:
+            # The whole report is within the value's own size limit (the common case):
+            # one parse judges it all, the value one level down getting MAX_DEPTH. If it
+            # fails, the parts are judged apart below, to say which one was wrong.
+            try:
+                env = _loads(raw, max_depth=MAX_DEPTH + 1)
+            except ValueError:
+                pass
+            else:
+                if isinstance(env, dict):
+                    return self._checked(env, None, self._keep_memory(env.get("memory")))
         try:
             if cut < 0:
                 raise ValueError("not a run report")
@@ -469,9 +482,10 @@ class Core:
         self.memory_json = mem
         return []
 
-    def _checked(self, env: dict[str, Any], value_text: str, notes: list[str]) -> dict[str, Any]:
+    def _checked(self, env: dict[str, Any], value_text: str | None, notes: list[str]) -> dict[str, Any]:
         """One result of the guest, its fields bounded and typed (``value_text``: the
-        value's JSON, judged on its own)."""
+        value's JSON, judged on its own; None: ``env["value"]`` was parsed with the
+        report, which was within the value's limits)."""
         lim = self.limits
         out = env.get("output")
         limit = lim.output_kb * 1024
@@ -486,7 +500,9 @@ class Core:
                 err = err[:limit] + "\n[error message truncated by the host]"
         finished = env.get("finished") is True
         value: Any = None
-        if len(value_text) > lim.max_payload_kb * 1024:
+        if value_text is None:
+            value = env.get("value")
+        elif len(value_text) > lim.max_payload_kb * 1024:
             err = err or (
                 f"ValueError: the run's value is too large: {len(value_text) // 1024} KB > "
                 f"{lim.max_payload_kb} KB (max_payload_kb); return less, or print a summary"

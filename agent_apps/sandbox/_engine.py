@@ -86,6 +86,9 @@ _val_new = _c_function("wasmtime_component_val_new", ctypes.c_void_p, ctypes.c_v
 _val_delete = _c_function("wasmtime_component_val_delete", None, ctypes.c_void_p)
 _future_poll = _c_function("wasmtime_call_future_poll", ctypes.c_bool, ctypes.c_void_p)
 _future_delete = _c_function("wasmtime_call_future_delete", None, ctypes.c_void_p)
+_P, _N = ctypes.c_void_p, ctypes.c_size_t
+_call_async = _c_function("wasmtime_component_func_call_async", _P, _P, _P, _P, _N, _P, _N, _P)
+_set_epoch_deadline = _c_function("wasmtime_context_set_epoch_deadline", None, ctypes.c_void_p, ctypes.c_uint64)
 _VAL_SIZE = ctypes.sizeof(_Val)
 
 
@@ -133,7 +136,7 @@ class Call:
     stay alive and unchanged until the future is deleted; this object holds it."""
 
     def __init__(self, future: Any, keep: tuple[Any, ...], err: Any) -> None:
-        self._future = _address(future)
+        self._future = future if isinstance(future, int) else _address(future)
         self._keep = keep
         self._err = err
         self.finished = False
@@ -167,10 +170,20 @@ def start_instantiate(rt: Runtime, store: wasmtime.Store) -> tuple[Call, Any]:
     return Call(fut, (rt, store, ctx, out), err), out
 
 
-class StringCall(Call):
-    """An async call of an export whose parameters and result are all strings."""
+def context_address(store: wasmtime.Store) -> int:
+    """The address of ``store``'s context, fixed for the store's life."""
+    return _address(store._context())
 
-    def __init__(self, func: Any, store: wasmtime.Store, *texts: str) -> None:
+
+def set_epoch_deadline(context: int, ticks: int) -> None:
+    _set_epoch_deadline(context, ticks)
+
+
+class StringCall(Call):
+    """An async call of an export whose parameters and result are all strings
+    (``context``: the store's :func:`context_address`)."""
+
+    def __init__(self, func: Any, store: wasmtime.Store, context: int, *texts: str) -> None:
         params = (_Val * len(texts))()
         base = ctypes.addressof(params)
         for i, text in enumerate(texts):
@@ -178,11 +191,10 @@ class StringCall(Call):
         self._params: Any = params
         self._result = _Val()
         err = _ErrP()
-        ctx = store._context()
-        fut = ffi.wasmtime_component_func_call_async(
-            ctypes.byref(func), ctx, params, len(texts), ctypes.byref(self._result), 1, ctypes.byref(err)
+        fut = _call_async(
+            ctypes.addressof(func), context, base, len(texts), ctypes.addressof(self._result), 1, ctypes.addressof(err)
         )
-        super().__init__(fut, (func, store, ctx), err)
+        super().__init__(fut, (func, store), err)
 
     def close(self) -> None:
         super().close()
@@ -384,7 +396,7 @@ class _Ticker:
         self._active = 0
         self._last_active = 0.0
         self._parked = False
-        self._cv = threading.Condition()
+        self._cv = threading.Condition(threading.Lock())  # never re-entered: no RLock
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
