@@ -242,8 +242,8 @@ class PollAnswer:
 
     __slots__ = ("_address",)
 
-    def __init__(self, results: Any) -> None:
-        self._address = _address(results)
+    def __init__(self, results: int) -> None:
+        self._address = results  # of the import's one result value
 
     def _write(self, ok: bool, text: str) -> None:
         inner = _Val()
@@ -273,8 +273,13 @@ def _poll_ready(_env):  # type: ignore[no-untyped-def]
         return True
 
 
-@ffi.wasmtime_component_func_async_callback_t
-def _poll(_env, _ctx, _ty, args, nargs, results, nresults, err_ret, cont):  # type: ignore[no-untyped-def]
+#: The ``poll`` import's C signature (``wasmtime_component_func_async_callback_t``)
+#: with plain addresses: ctypes then builds no pointer object per argument.
+_ASYNC_FUNC_T = ctypes.CFUNCTYPE(None, _P, _P, _P, _P, _N, _P, _N, _P, _P)
+
+
+@_ASYNC_FUNC_T
+def _poll(_env, _ctx, _ty, args, nargs, results, nresults, _err_ret, cont):  # type: ignore[no-untyped-def]
     """The guest's ``poll`` import: start its calls; the answer comes when ready."""
     answer = PollAnswer(results)
     core = getattr(_tls, "core", None)
@@ -282,12 +287,18 @@ def _poll(_env, _ctx, _ty, args, nargs, results, nresults, err_ret, cont):  # ty
         if core is None or nargs != 2 or nresults != 1:  # cannot happen with our WIT world
             answer.err("SandboxError: no sandbox is being driven on this thread")
         else:
-            core.poll_start(_read_str(args[0]), int(args[1].of.u32), answer)
+            timeout_ms = ctypes.c_uint32.from_address(args + _VAL_SIZE + _PAYLOAD).value
+            core.poll_start(_read_str(_Val.from_address(args)), timeout_ms, answer)
     except BaseException as e:  # never let a Python exception escape into wasmtime
-        core.poll_abort(f"SandboxError: host failure in poll: {type(e).__name__}: {e}", answer)
-    cont[0].callback = _poll_ready
-    cont[0].env = None
-    cont[0].finalizer = _NO_FINALIZER
+        message = f"SandboxError: host failure in poll: {type(e).__name__}: {e}"
+        if core is not None:
+            core.poll_abort(message, answer)
+        else:
+            answer.err(message)
+    then = ffi.wasmtime_async_continuation_t.from_address(cont)
+    then.callback = _poll_ready
+    then.env = None
+    then.finalizer = _NO_FINALIZER
 
 
 # -- the monotonic clock: no blocking waits -------------------------------------------
@@ -447,8 +458,9 @@ class Runtime:
                         clock.ptr(), name, len(name), func, None, _NO_FINALIZER
                     ))
             with root.add_instance(HOST_INTERFACE) as iface:
+                poll = ctypes.cast(_poll, ffi.wasmtime_component_func_async_callback_t)
                 _check(ffi.wasmtime_component_linker_instance_add_func_async(
-                    iface.ptr(), b"poll", 4, _poll, None, _NO_FINALIZER
+                    iface.ptr(), b"poll", 4, poll, None, _NO_FINALIZER
                 ))
         self.linker.allow_shadowing = False
         self.ticker = _Ticker(self.engine)
