@@ -34,7 +34,7 @@ GUEST_DIR = HERE / "guest"
 GUEST_APP = "sandbox_guest"
 WORLD = "sandbox"
 #: Engine settings baked into the compiled artifact (see _engine.engine_config).
-ENGINE_SETTINGS = "epoch_interruption=1;max_wasm_stack=default;v1"
+ENGINE_SETTINGS = "epoch_interruption=1;max_wasm_stack=default;concurrency_support=0;v1"
 
 
 def cache_dir() -> Path:
