@@ -99,8 +99,13 @@ async def agent_code_us(cm: ContextManager, n: int) -> float:
             await invoke("plain")
         return (time.perf_counter() - start) / args["n"] * 1e6
 
-    agent_code = {"name": "agent-code", "description": "bench", "allowed-tools": "plain", "main": main,
-                  "params": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    agent_code = {
+        "name": "agent-code",
+        "description": "bench",
+        "allowed-tools": "plain",
+        "main": main,
+        "params": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }
     await cm.invoke(agent_code, {"n": 2000}, internals={"untrusted": True})  # warm up
     return statistics.median([await cm.invoke(agent_code, {"n": n}, internals={"untrusted": True}) for _ in range(7)])
 
@@ -141,7 +146,11 @@ def main() -> None:
     rows = [
         ("bare await of the no-op main", f"{overhead['bare']:.2f} us", ""),
         ("invoke, 2 middleware, from a skill", f"{overhead['nested'] - overhead['bare']:.1f} us overhead", "<= 25 us"),
-        ("invoke from agent code, no-op skill", f"{overhead['agent_code']:.1f} us per call", "(host side of a sandbox call)"),
+        (
+            "invoke from agent code, no-op skill",
+            f"{overhead['agent_code']:.1f} us per call",
+            "(sandbox call, host side)",
+        ),
         (
             "invoke, 2 middleware, top level",
             f"{overhead['root'] - overhead['bare']:.1f} us overhead",
