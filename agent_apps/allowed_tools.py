@@ -31,7 +31,7 @@ import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 from ._syntax import parse_call, split_top_level
@@ -51,9 +51,10 @@ class Spec:
     glob: str
     constraints: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @cached_property
     def exact(self) -> bool:
-        """True when the glob names one skill (no wildcard)."""
+        """True when the glob names one skill (no wildcard). Cached: specs are parsed
+        once per allowed-tools string and checked on every call."""
         return not (_GLOB_CHARS & set(self.glob))
 
     def matches_name(self, skill: Skill) -> bool:

@@ -295,7 +295,10 @@ class Context:
         return f"<Context {self.id} {' -> '.join(self.chain)}>"
 
     def _close(self) -> None:
-        """End of the invocation: release its callback refs, unlink its signal."""
+        """End of the invocation: release its callback refs, unlink its signal, and drop
+        ``ctx.manager`` (it points back here: a cycle would keep every finished
+        invocation that used it alive until the garbage collector runs)."""
+        self._manager = None
         if self.callbacks:
             for ref in self.callbacks:
                 self._cm.release(ref)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -368,10 +368,12 @@ class ContextManager:
 
         return Batch(self, ref, inputs, concurrency=concurrency, ray=ray, retries=retries, config=config)
 
-    async def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
+    def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Coroutine[Any, Any, Any]:
+        """An invocation under ``parent`` (``ctx.manager.invoke``): the pipeline's own
+        coroutine, not one that awaits it, as agent code calls this in loops."""
         from . import pipeline
 
-        return await pipeline.invoke(self, ref, args, parent, options)
+        return pipeline.invoke(self, ref, args, parent, options)
 
     # -- durable runs (docs/durability.md) ------------------------------------------------
 
@@ -436,7 +438,9 @@ class ContextManager:
 
     def _resolve(self, ref: Any, parent: Context | None) -> Skill:
         """Stage 1 of the pipeline: what ``ref`` names."""
-        if parent is not None and parent.internals.get("untrusted") and not is_skill_name(ref):
+        if is_skill_name(ref):  # the common case, and the only one agent code may use
+            return self.get(ref)
+        if parent is not None and parent.internals.get("untrusted"):
             raise ToolNotAllowed(
                 parent.skill.name,
                 ascii(ref) if isinstance(ref, str) else type(ref).__name__,
@@ -449,8 +453,6 @@ class ContextManager:
             return _anonymous(ref)
         if not isinstance(ref, str):
             raise AgentAppsError(f"a skill ref must be a string, a Skill or a dict, not {type(ref).__name__}")
-        if is_skill_name(ref):
-            return self.get(ref)
         if ref.startswith(CALLBACK_SCHEME):
             skill = self._callbacks.get(ref)
             if skill is None:

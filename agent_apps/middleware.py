@@ -62,41 +62,48 @@ _AGENT_SKILL = "agent"
 def compose(middleware: Sequence[MiddlewareFn]) -> Callable[[Context, Terminal], Awaitable[Any]]:
     """The whole onion. ``call_next(args=None)`` runs the next layer (``args`` replaces
     the invocation's args, validated again); calling it twice is an error, and so is
-    neither calling it nor returning a result (use ``finish(None)`` for a null)."""
+    neither calling it nor returning a result (use ``finish(None)`` for a null).
 
-    async def run(ctx: Context, terminal: Terminal) -> Any:
-        async def dispatch(index: int) -> Any:
-            if index == len(middleware):
-                return await terminal(ctx)
-            mw = middleware[index]
-            state: list[Any] = []  # [result of the inner layers] once call_next ran
+    ``onion(ctx, terminal)`` is the outermost layer's coroutine itself, and each
+    ``call_next`` awaits the next layer (or the terminal) directly: a call pays one
+    frame per middleware, no dispatcher between them (sandboxed agent code makes
+    thousands of calls)."""
+    layers = tuple(middleware)
 
-            async def call_next(args: dict[str, Any] | None = None) -> Any:
-                if state:
-                    raise MiddlewareError(_name(mw), "called ctx.manager.next() twice")
-                state.append(None)
-                if args is not None:
-                    ctx.args = validate_args(ctx.skill, args)
-                state[0] = await dispatch(index + 1)
-                return state[0]
-
-            try:
-                result = await mw(ctx, call_next)
-            except Finish as done:
-                return done.value
-            if result is None:
-                if not state:
-                    raise MiddlewareError(
-                        _name(mw),
-                        "returned without calling ctx.manager.next() or returning a result "
-                        "(to short-circuit with null, use ctx.manager.finish(None))",
-                    )
-                return state[0]
-            return result
-
-        return await dispatch(0)
+    def run(ctx: Context, terminal: Terminal) -> Awaitable[Any]:
+        return _layer(layers, 0, ctx, terminal) if layers else terminal(ctx)
 
     return run
+
+
+async def _layer(layers: tuple[MiddlewareFn, ...], index: int, ctx: Context, terminal: Terminal) -> Any:
+    """Run middleware ``layers[index]`` around the layers inside it."""
+    mw = layers[index]
+    state: list[Any] = []  # [result of the inner layers] once call_next ran
+
+    async def call_next(args: dict[str, Any] | None = None) -> Any:
+        if state:
+            raise MiddlewareError(_name(mw), "called ctx.manager.next() twice")
+        state.append(None)
+        if args is not None:
+            ctx.args = validate_args(ctx.skill, args)
+        inner = index + 1
+        state[0] = await (_layer(layers, inner, ctx, terminal) if inner < len(layers) else terminal(ctx))
+        return state[0]
+
+    try:
+        result = await mw(ctx, call_next)
+    except Finish as done:
+        return done.value
+    if result is None:
+        if not state:
+            raise MiddlewareError(
+                _name(mw),
+                "returned without calling ctx.manager.next() or returning a result "
+                "(to short-circuit with null, use ctx.manager.finish(None))",
+            )
+        return state[0]
+    return result
 
 
 def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) -> MiddlewareFn:

@@ -55,10 +55,10 @@ PROMPT_EXECUTOR = "agent-execute"
 
 async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
     """Run one invocation of ``ref`` with ``args`` as a child of ``parent``."""
-    unknown = options.keys() - OPTIONS
-    if unknown:
-        raise TypeError(f"invoke() got unknown options: {', '.join(sorted(unknown))}")
+    if not OPTIONS.issuperset(options):
+        raise TypeError(f"invoke() got unknown options: {', '.join(sorted(options.keys() - OPTIONS))}")
     depth = 0 if parent is None else parent.depth + 1
+    config, middleware = options.get("config"), options.get("middleware")
     try:
         # 1. Resolve the ref.
         skill = cm._resolve(ref, parent)
@@ -76,12 +76,12 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 raise ToolNotAllowed(
                     parent.skill.name, skill.name, "agent code may not call internal skills (providers, executors)"
                 )
-        if parent is not None and options.get("middleware") and parent.internals.get("untrusted"):
-            check_untrusted_middleware(cm, parent, skill, options["middleware"])
+        if parent is not None and middleware and parent.internals.get("untrusted"):
+            check_untrusted_middleware(cm, parent, skill, middleware)
         # 4. Args (and the keys of the call's config).
         args = validate_args(skill, args)
-        if options.get("config"):
-            cm.check_call_config(options["config"])
+        if config:
+            cm.check_call_config(config)
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise
@@ -96,21 +96,21 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         target=options.get("target"),
         internals=options.get("internals"),
     )
-    if options.get("config"):
-        ctx.internals["config"] = options["config"]
+    if config:
+        ctx.internals["config"] = config
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
-    if options.get("middleware"):  # agent middleware named here reaches the agent it serves
-        ctx.internals["middleware"] = options["middleware"]
+    if middleware:  # agent middleware named here reaches the agent it serves
+        ctx.internals["middleware"] = middleware
     ctx.span = tracing.start_invocation(ctx)  # None unless OpenTelemetry is set up
     if options.get("run") is not None:  # continue a run recorded before (the scheduler's, a resumed one)
         ctx.continue_run(options["run"])
     error: BaseException | None = None
     try:
         # 5 and 6. The middleware onion around the skill.
-        onion = cm._onion(skill, options.get("middleware"))
+        onion = cm._onion(skill, middleware)
         result = await (onion(ctx, _run_skill) if onion is not None else _run_skill(ctx))
         # 7. The result.
         validate_result(skill, result)

@@ -5,6 +5,12 @@
 Prints one table. Targets: <= 25 us per invoke of a no-op skill with two middleware
 (over a bare await of the same function); <= 300 ms to list 1,000 skills from a cold
 process; <= 300 ms for `agent-apps invoke` of a trivial skill, whole process.
+
+"from agent code" is the host side of a sandboxed call (benchmarks/bench_sandbox.py,
+"call via pipeline") without the sandbox: an untrusted anonymous skill whose
+allowed-tools names a no-op skill (no schema, no middleware of its own) invokes it in a
+loop; every stage runs (bare-name check, allowed-tools, args and result checks, the
+permission middleware, context and signal bookkeeping).
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ MW = """
 frontmatter = {"metadata": {"role": "middleware"}}
 async def main(ctx, args):
     return await ctx.manager.next()
+"""
+PLAIN = """
+frontmatter = {"description": "Does nothing."}
+async def main(ctx, args):
+    return None
 """
 NOOP = """
 frontmatter = {"middleware": ["mw-one", "mw-two"]}
@@ -55,6 +66,7 @@ async def bench_overhead(root: Path) -> dict[str, float]:
     (root / "mw-two.skill.py").write_text(MW)
     (root / "noop.skill.py").write_text(NOOP)
     (root / "caller.skill.py").write_text(CALLER)
+    (root / "plain.skill.py").write_text(PLAIN)
     cm = hermetic(root)
     main = cm.get("noop").main
 
@@ -74,7 +86,28 @@ async def bench_overhead(root: Path) -> dict[str, float]:
         start = time.perf_counter()
         await cm.invoke("caller", {"n": n})
         nested.append((time.perf_counter() - start) / n * 1e6)
-    return {"bare": bare_us, "root": root_us, "nested": min(nested)}
+    return {"bare": bare_us, "root": root_us, "nested": min(nested), "agent_code": await agent_code_us(cm, n)}
+
+
+async def agent_code_us(cm: ContextManager, n: int) -> float:
+    """Per call: agent code (untrusted) invoking the no-op ``plain`` by name, median of 7."""
+
+    async def main(ctx, args):
+        invoke = ctx.manager.invoke
+        start = time.perf_counter()
+        for _ in range(args["n"]):
+            await invoke("plain")
+        return (time.perf_counter() - start) / args["n"] * 1e6
+
+    agent_code = {
+        "name": "agent-code",
+        "description": "bench",
+        "allowed-tools": "plain",
+        "main": main,
+        "params": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }
+    await cm.invoke(agent_code, {"n": 2000}, internals={"untrusted": True})  # warm up
+    return statistics.median([await cm.invoke(agent_code, {"n": n}, internals={"untrusted": True}) for _ in range(7)])
 
 
 def timed_process(argv: list[str], cwd: Path, runs: int = 7) -> float:
@@ -113,6 +146,11 @@ def main() -> None:
     rows = [
         ("bare await of the no-op main", f"{overhead['bare']:.2f} us", ""),
         ("invoke, 2 middleware, from a skill", f"{overhead['nested'] - overhead['bare']:.1f} us overhead", "<= 25 us"),
+        (
+            "invoke from agent code, no-op skill",
+            f"{overhead['agent_code']:.1f} us per call",
+            "(sandbox call, host side)",
+        ),
         (
             "invoke, 2 middleware, top level",
             f"{overhead['root'] - overhead['bare']:.1f} us overhead",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -212,6 +213,33 @@ async def test_cycle_is_bounded_with_a_clear_error(write_skill, context_manager)
     with pytest.raises(LimitExceeded) as info:
         await context_manager.invoke("ping")
     assert "depth limit (20)" in str(info.value) and "ping -> pong -> ping" in str(info.value)
+
+
+async def test_an_invocation_leaves_no_reference_cycles(write_skill, context_manager):
+    """A finished invocation is freed at once, not by the cycle collector: agent code
+    calls tools in loops, and a cycle per call (the onion's closures holding the
+    Context) kept every call's Context alive until a collection, and made them often."""
+    write_skill("noop", "frontmatter = {}\nasync def main(ctx, args):\n    return None\n")
+    write_skill(
+        "mw",
+        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n'
+        "    return await ctx.manager.next()\n",
+    )
+
+    async def agent_code(ctx, args):
+        for middleware in (None, ["mw"]):
+            await ctx.manager.invoke("noop", middleware=middleware)  # warm the caches
+        gc.collect()
+        gc.disable()
+        try:
+            for middleware in (None, ["mw"]) * 10:
+                await ctx.manager.invoke("noop", middleware=middleware)
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    caller = {"name": "agent-code", "allowed-tools": "noop mw", "main": agent_code}
+    assert await context_manager.invoke(caller, internals={"untrusted": True}) == 0
 
 
 async def test_unknown_option_is_a_type_error(write_skill, context_manager):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import approval
 from .errors import CallSkipped, PermissionDenied
-from .policy import category_of, decide, resolve_mode
+from .policy import Decision, category_of, decide, resolve_mode
 from .settings import security_for
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from ..context import Context
     from ..middleware import CallNext
+    from ..skill import Skill
 
 __all__ = ["check_permission", "permission_middleware", "permit"]
 
@@ -55,16 +56,31 @@ async def check_permission(ctx: Context) -> None:
     skill = ctx.skill
     if skill.kind == "callback" or skill.is_middleware:
         return
-    chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
-    await permit(
-        ctx,
-        skill.name,
-        category_of(skill.metadata),
-        dict(ctx.args),
-        chain=chain,
-        security=security_for(ctx),
-        gate=ctx.internals.get("approval_gate"),
-    )
+    security = security_for(ctx)
+    mode = resolve_mode(security, approval.session_mode())
+    decision = _skill_decision(skill, security, mode)
+    if decision.action != "allow":  # the caller's chain and a copy of the args only for a refusal or a question
+        chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
+        await _enforce(ctx, skill.name, decision, dict(ctx.args), chain, ctx.internals.get("approval_gate"))
+
+
+#: Where :func:`_skill_decision` keeps a skill's decisions (in ``skill._cache``).
+_DECISIONS_KEY = "agent_apps.tools.decisions"
+
+
+def _skill_decision(skill: Skill, security: dict[str, Any], mode: str) -> Decision:
+    """:func:`decide` for invoking ``skill``, memoized on it per mode for as long as
+    ``security`` is the same object: :func:`security_for` hands out one cached mapping
+    per skill until the manager reloads (a call layer makes a new one per call, which
+    starts a new memo), so re-walking the policy's globs on every call of a hot skill
+    (a sandbox calling tools in a loop) would only find the same answer again."""
+    memo: tuple[dict[str, Any], dict[str, Decision]] | None = skill._cache.get(_DECISIONS_KEY)
+    if memo is None or memo[0] is not security:  # the memo holds ``security``, so its id is not reused
+        memo = skill._cache[_DECISIONS_KEY] = (security, {})
+    decision = memo[1].get(mode)
+    if decision is None:
+        decision = memo[1][mode] = decide(skill.name, category_of(skill.metadata), security, mode)
+    return decision
 
 
 async def permit(
@@ -83,10 +99,22 @@ async def permit(
     invocation's approval gate (see above), which then finds the approver itself; a
     ``skip`` answer raises :class:`CallSkipped`."""
     security = security_for(ctx) if security is None else security
-    mode = resolve_mode(security, approval.session_mode())
-    decision = decide(name, category, security, mode)
-    if decision.action == "allow":
-        return
+    decision = decide(name, category, security, resolve_mode(security, approval.session_mode()))
+    if decision.action != "allow":
+        await _enforce(ctx, name, decision, args, chain, gate)
+
+
+async def _enforce(
+    ctx: Context,
+    name: str,
+    decision: Decision,
+    args: dict[str, Any],
+    chain: tuple[str, ...],
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None,
+) -> None:
+    """Act on a decision that is not ``allow``: refuse (``deny``), or ask the gate or
+    the approver (``ask``) and raise unless they approve."""
+    category, mode = decision.category, decision.mode
     event = {"type": "permission", "skill": name, "category": category, "mode": mode, "rule": decision.rule}
     if decision.action == "deny":
         ctx.manager.emit("security", {**event, "decision": "deny"})

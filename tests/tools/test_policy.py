@@ -173,6 +173,25 @@ async def test_project_config_sets_the_policy(workspace, tmp_path, skills_path, 
         await cm.invoke("file-write", {"path": "x", "content": "x"})
 
 
+async def test_a_decision_is_remembered_only_for_the_config_it_came_from(workspace, tmp_path, skills_path, write_skill):
+    """Decisions are memoized per skill (sandboxed agent code calls tools in loops): a
+    call layer, another mode and a reloaded project config each still decide afresh."""
+    write_skill("deploy", ADMIN_TOOL)
+    config = workspace / "agent-apps.yaml"
+    config.write_text("security:\n  mode: unattended\n  policy:\n    unattended:\n      allow: [deploy]\n")
+    cm = make_manager(workspace, tmp_path, search_path=[skills_path], project=True)
+    for _ in range(2):
+        assert await cm.invoke("deploy") == "deployed all"
+        with pytest.raises(PermissionDenied, match="security.policy.deny"):
+            await cm.invoke("deploy", config=security("unattended", policy={"deny": ["deploy"]}))
+    assert await cm.invoke("deploy", config=security("interactive", policy={"allow": ["deploy"]})) == "deployed all"
+    config.write_text("security:\n  mode: unattended\n")
+    assert await cm.invoke("deploy") == "deployed all"  # the manager reads its config once, until reload()
+    cm.reload()
+    with pytest.raises(PermissionDenied, match="not permitted in unattended mode"):
+        await cm.invoke("deploy")
+
+
 async def test_permissions_middleware_skill_when_the_plugin_is_off(workspace, tmp_path, skills_path, write_skill):
     write_skill("deploy", ADMIN_TOOL)
     cm = make_manager(workspace, tmp_path, search_path=[skills_path], plugins=[ToolsPlugin(permissions=False)])
