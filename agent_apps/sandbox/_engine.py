@@ -113,9 +113,15 @@ def _set_str(address: int, text: str) -> None:
     _byte_vec_new(address + _PAYLOAD, len(data), data)
 
 
-def _read_str(val: Any) -> str:
-    vec = val.of.string
-    return ctypes.string_at(vec.data, vec.size).decode() if vec.size else ""
+_STR_SIZE = _PAYLOAD + _offset(ffi.wasm_byte_vec_t, "size")
+_STR_DATA = _PAYLOAD + _offset(ffi.wasm_byte_vec_t, "data")
+
+
+def _read_str(address: int) -> str:
+    """The text of the component string value at ``address``."""
+    size = ctypes.c_size_t.from_address(address + _STR_SIZE).value
+    data = ctypes.c_void_p.from_address(address + _STR_DATA).value
+    return ctypes.string_at(data, size).decode() if size else ""
 
 
 def _check(err: Any) -> None:
@@ -218,7 +224,7 @@ class StringCall(Call):
                 raise wasmtime.WasmtimeError("the run was abandoned before it ended")
             if result.kind != _STRING:  # cannot happen with our WIT world
                 raise wasmtime.WasmtimeError("the sandbox export returned a non-string")
-            return _read_str(result)
+            return _read_str(ctypes.addressof(result))
         finally:
             _val_delete(ctypes.addressof(result))
 
@@ -292,7 +298,7 @@ def _poll(_env, _ctx, _ty, args, nargs, results, nresults, _err_ret, cont):  # t
             answer.err("SandboxError: no sandbox is being driven on this thread")
         else:
             timeout_ms = ctypes.c_uint32.from_address(args + _VAL_SIZE + _PAYLOAD).value
-            core.poll_start(_read_str(_Val.from_address(args)), timeout_ms, answer)
+            core.poll_start(_read_str(args), timeout_ms, answer)
     except BaseException as e:  # never let a Python exception escape into wasmtime
         message = f"SandboxError: host failure in poll: {type(e).__name__}: {e}"
         if core is not None:
