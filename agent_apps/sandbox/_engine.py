@@ -120,7 +120,7 @@ _STR_DATA = _PAYLOAD + _offset(ffi.wasm_byte_vec_t, "data")
 def _read_str(address: int) -> str:
     """The text of the component string value at ``address``."""
     size = ctypes.c_size_t.from_address(address + _STR_SIZE).value
-    data = ctypes.c_void_p.from_address(address + _STR_DATA).value
+    data = ctypes.c_void_p.from_address(address + _STR_DATA).value or 0
     return ctypes.string_at(data, size).decode() if size else ""
 
 
