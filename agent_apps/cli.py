@@ -74,7 +74,7 @@ def _start_over() -> None:
     nothing; freezing them (:func:`gc.freeze`) also spares every later collection,
     including the two at the process's exit, from walking them: together about a tenth
     of a short command's time. Called where a command starts running something (a skill,
-    a server, a command group), and when it returns.
+    a server, a command group, the sandbox's build), and when it returns.
     """
     global _gc_paused
     if _gc_paused:
@@ -459,6 +459,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     from .sandbox import build
 
+    _start_over()
     path = build(force=args.force)
     print(path)
     return EXIT_OK
