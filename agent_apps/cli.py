@@ -57,15 +57,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _gc_paused
     if argv is not None or not gc.isenabled():  # a caller's own process (a test): its collector as it is
         return _main(list(sys.argv[1:] if argv is None else argv))
-    gc.disable()  # until the start is over: see _start_over()
+    gc.disable()  # until the start is over: see _start_done()
     _gc_paused = True
     try:
         return _main(sys.argv[1:])
     finally:
-        _start_over()
+        _start_done()
 
 
-def _start_over() -> None:
+def _start_done() -> None:
     """The command's start is over: the garbage collector, paused by :func:`main`, runs
     again, and never again looks at what the start built.
 
@@ -128,7 +128,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     if argv and argv[0] in _GROUPS:
         import importlib
 
-        _start_over()  # the group's commands run their own start (the scheduler runs until stopped)
+        _start_done()  # the group's commands run their own start (the scheduler runs until stopped)
         return importlib.import_module(_GROUPS[argv[0]][0]).parse(argv)  # type: ignore[no-any-return]
     parser, commands = _parser(argv[0] if argv else None)
     sub = commands.get(argv[0]) if argv else None
@@ -243,7 +243,7 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     from .tracing import configure_from_env
 
     configure_from_env()  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT: spans of the run
-    _start_over()
+    _start_done()
     try:
         result = asyncio.run(run())
     except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
@@ -431,7 +431,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise UsageError(f"'agent-apps mcp' needs the mcp package: pip install 'agent-apps[mcp]' ({exc})") from None
     cm = _manager(args)
-    _start_over()
+    _start_done()
     if args.http is None:
         anyio.run(mcp_server.serve_stdio, cm)
         return EXIT_OK
@@ -459,7 +459,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_sandbox_build(args: argparse.Namespace) -> int:
     from .sandbox import build
 
-    _start_over()
+    _start_done()
     path = build(force=args.force)
     print(path)
     return EXIT_OK
