@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import tracing
 from .errors import AgentAppsError, Cancelled
-from .run_record import RunRecord
 
 if TYPE_CHECKING:
     from .events import EventBus, Subscriber
     from .manager import ContextManager
+    from .run_record import RunRecord
     from .skill import Skill
 
 __all__ = ["Context", "Finish", "Manager", "Signal"]
@@ -264,6 +264,8 @@ class Context:
             if self.parent is not None:
                 record = self._run = self.parent.run
             else:
+                from .run_record import RunRecord  # here: a plain invocation never needs one
+
                 record = self._run = RunRecord.new(signal=self.signal, trace_id=tracing.trace_id(self))
                 self._cm._runs[record.run_id] = record  # cm.cancel(run_id) finds it
         return record

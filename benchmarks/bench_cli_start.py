@@ -16,6 +16,14 @@ run. Prints min / median / max in ms and the median ratio.
 
 Goals (issue 19): invoke <= 120 ms, list of 1,000 skills <= 200 ms, on a quiet machine
 where `python -c pass` takes about 15 ms (8x and 13x that start).
+
+    python benchmarks/bench_cli_start.py --instructions
+
+counts instead the instructions each command executes, once each, under valgrind's
+callgrind (which must be installed): the same count every run, however busy the
+machine, so a change of a few percent shows where milliseconds on a shared machine
+cannot (the count leaves out waiting for the disk and the cost of loading shared
+libraries, so it is a guide to the milliseconds, not a measure of them).
 """
 
 from __future__ import annotations
@@ -64,6 +72,21 @@ def measure(
     return times, python
 
 
+def instructions(argv: list[str], *, cwd: Path, env: dict[str, str], before: Before = None) -> float:
+    """Millions of instructions one run of ``argv`` executes, counted by callgrind."""
+    whole_process(argv, cwd=cwd, env=env)  # warm-up: bytecode and parse caches
+    if before is not None:
+        before()
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    counts = [line.split()[-1] for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode != 0 or not counts:
+        raise SystemExit(f"valgrind {' '.join(argv)} failed ({done.returncode}): {done.stderr[-500:]}")
+    return int(counts[-1]) / 1e6
+
+
 def make_skills(directory: Path, n: int) -> None:
     source = (QUICKSTART / "word-count.skill.py").read_text()
     for i in range(n):
@@ -74,7 +97,13 @@ def make_skills(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per command (default 7)")
-    runs = parser.parse_args().runs
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind instead of timing"
+    )
+    options = parser.parse_args()
+    runs = options.runs
+    if options.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
 
     script = Path(sys.executable).with_name("agent-apps")
     cli = [str(script)] if script.exists() else [sys.executable, "-m", "agent_apps"]
@@ -91,18 +120,24 @@ def main() -> None:
         def empty_cache() -> None:
             shutil.rmtree(work / "cache" / "skills", ignore_errors=True)
 
-        rows = [
-            ("invoke word-count (quickstart)", measure(
-                [*cli, "invoke", "word-count", "--path", str(QUICKSTART), "text=hello"], runs, cwd=REPO, env=env
-            ), "<= 120 ms"),
-            ("list, 1,000 skills", measure([*cli, "list", "--path", str(many)], runs, cwd=work, env=env), "<= 200 ms"),
-            ("list, 1,000 skills, cold cache", measure(
-                [*cli, "list", "--path", str(many)], runs, cwd=work, env=env, before=empty_cache
-            ), ""),
-            ("python -c 'import agent_apps.cli'", measure(
-                [sys.executable, "-c", "import agent_apps.cli"], runs, cwd=work, env=env
-            ), ""),
+        commands = [
+            ("invoke word-count (quickstart)", [*cli, "invoke", "word-count", "--path", str(QUICKSTART), "text=hello"],
+             REPO, None, "<= 120 ms"),
+            ("list, 1,000 skills", [*cli, "list", "--path", str(many)], work, None, "<= 200 ms"),
+            ("list, 1,000 skills, cold cache", [*cli, "list", "--path", str(many)], work, empty_cache, ""),
+            ("python -c 'import agent_apps.cli'", [sys.executable, "-c", "import agent_apps.cli"], work, None, ""),
         ]
+        if options.instructions:
+            bare = instructions([sys.executable, "-c", "pass"], cwd=work, env=env)
+            print("instructions executed, once each, under callgrind (millions)")
+            print(f"{'command':<32} {'M instr':>8}  {'x python':>8}")
+            for name, argv, cwd, before, _ in commands:
+                count = instructions(argv, cwd=cwd, env=env, before=before)
+                print(f"{name:<32} {count:8.1f}  {count / bare:8.1f}")
+            print(f"{'python -c pass':<32} {bare:8.1f}")
+            return
+        rows = [(name, measure(argv, runs, cwd=cwd, env=env, before=before), goal)
+                for name, argv, cwd, before, goal in commands]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{runs} runs each, whole process, bytecode cache on; load average {load:.2f} at the end")
     print(f"{'command':<32} {'min':>7} {'median':>7} {'max':>7}  {'x python':>8}  goal")

@@ -243,8 +243,43 @@ def test_invoking_a_skill_with_a_simple_schema_does_not_import_jsonschema(tmp_pa
     modules = _imported_by(f"from agent_apps.cli import main\n{invoke}", tmp_path)
     assert "asyncio" in modules  # something ran
     assert not modules & {*HEAVY, "importlib.metadata", "tomllib"}
+    assert "agent_apps.run_record" not in modules  # a plain invocation makes no run record
     bad = _run("-m", "agent_apps", "invoke", "count", "text:=42", "--path", str(skills_path), cwd=tmp_path)
     assert bad.returncode == 2 and "42 is not of type 'string'" in bad.stderr  # jsonschema's word, when it fails
+
+
+def test_a_command_line_builds_the_parser_of_its_command_only(capsys):
+    from agent_apps.cli import _COMMANDS, _GROUPS, _parser
+
+    assert set(_parser("list")[1]) == {"list"}
+    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == {"invoke", "list", "describe", "config", "resume"}
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    commands = [line.split()[0] for line in listed.splitlines() if line.startswith("    ") and line[4] != " "]
+    assert commands == [*_COMMANDS, *_GROUPS]
+    with pytest.raises(SystemExit):
+        main(["list", "--help"])
+    assert "usage: agent-apps list [-h] [--path DIR]" in capsys.readouterr().out
+
+
+GC_STATE = """
+frontmatter = {}
+async def main(ctx, args):
+    import gc
+    return [gc.isenabled(), gc.get_freeze_count() > 0]
+"""
+
+
+def test_the_garbage_collector_pauses_for_the_start_only(tmp_path, skills_path, write_skill):
+    import gc
+
+    write_skill("gc-state", GC_STATE)
+    result = _run("-m", "agent_apps", "invoke", "gc-state", "--path", str(skills_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [True, True]  # the skill runs collected; the start's objects frozen
+    assert main(["invoke", "gc-state", "--path", str(skills_path)]) == 0  # in a caller's process:
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # its collector is left alone
 
 
 def test_exit_codes_from_a_real_process(tmp_path, skills_path, write_skill):
