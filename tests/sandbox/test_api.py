@@ -83,6 +83,85 @@ async def test_asyncio_features_work(sb):
     assert res.value == [1, 2, 3, True]
 
 
+async def test_other_tasks_run_while_a_call_is_awaited(sb):
+    """An awaited call waits for the host inside the ``await`` only while nothing else
+    on the guest's loop could run: a task woken by a timer, or one always ready, still
+    runs during the wait."""
+    code = (
+        "n = {'timer': 0, 'ready': 0}\n"
+        "async def on_timer():\n"
+        "    while True:\n"
+        "        n['timer'] += 1\n"
+        "        await asyncio.sleep(0.01)\n"
+        "async def always_ready():\n"
+        "    while n['ready'] < 10_000:\n"
+        "        n['ready'] += 1\n"
+        "        await asyncio.sleep(0)\n"
+        "t = asyncio.ensure_future(on_timer())\n"
+        "await asyncio.sleep(0)\n"
+        "await ctx.manager.invoke('sleep', {'seconds': 0.3})\n"
+        "ticks = n['timer']\n"
+        "r = asyncio.ensure_future(always_ready())\n"
+        "await ctx.manager.invoke('sleep', {'seconds': 0.05})\n"
+        "t.cancel()\n"
+        "[ticks, n['ready']]"
+    )
+    res = await sb.run(code)
+    assert res.error is None, res.error
+    ticks, ready = res.value
+    assert ticks >= 5, ticks  # ~30 wake-ups of a 10 ms timer during a 0.3 s call
+    assert ready > 0
+
+
+@pytest.mark.parametrize("stop", ["timeout", "interrupt"])
+async def test_a_stop_during_an_awaited_call_is_not_agent_codes_to_catch(sb, stop):
+    """The host's stop reaches the guest while it waits for a call; agent code that
+    catches everything around the ``await`` still runs no further."""
+    code = (
+        "try:\n"
+        "    await ctx.manager.invoke('sleep', {'seconds': 10})\n"
+        "except BaseException:\n"
+        "    pass\n"
+        "memory['after'] = True\n"
+        "'not reached'"
+    )
+    task = asyncio.ensure_future(sb.run(code, timeout=0.3 if stop == "timeout" else None))
+    if stop == "interrupt":
+        await asyncio.sleep(0.2)
+        sb.interrupt()
+    res = await task
+    assert res.error.startswith("TimeoutError" if stop == "timeout" else "Interrupted"), res.error
+    assert res.value is None and not res.replaced
+    assert "after" not in (await sb.run("memory")).value
+
+
+async def test_a_cancelled_call_is_cancelled_on_the_host(sb, host):
+    code = (
+        "try:\n"
+        "    await asyncio.wait_for(ctx.manager.invoke('sleep', {'seconds': 5}), 0.05)\n"
+        "except TimeoutError:\n"
+        "    pass\n"
+        "await ctx.manager.invoke('echo', {'after': 1})"
+    )
+    t0 = time.monotonic()
+    res = await sb.run(code)
+    assert res.error is None, res.error
+    assert res.value == {"after": 1}
+    assert time.monotonic() - t0 < 4  # the 5 s call did not hold the run
+    assert host.calls == [("sleep", {"seconds": 5}), ("echo", {"after": 1})]
+
+
+async def test_a_call_left_from_an_earlier_run_cannot_be_awaited(sb):
+    """A run's unawaited calls are cancelled when it ends; awaiting one later is an
+    error at once (nothing can complete it), not a wait until the time limit."""
+    first = await sb.run("memory['f'] = ctx.manager.invoke('sleep', {'seconds': 5})\nNone")
+    assert "still pending" in first.output
+    t0 = time.monotonic()
+    res = await sb.run("await memory['f']")
+    assert res.error is not None and "can never complete" in res.error, res.error
+    assert time.monotonic() - t0 < 4
+
+
 async def test_asyncio_run_habit_works(sb):
     res = await sb.run("async def main():\n    return await ctx.manager.invoke('echo', {'x': 1})\nasyncio.run(main())")
     assert res.value == {"x": 1}

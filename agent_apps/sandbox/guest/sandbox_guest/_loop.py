@@ -9,9 +9,8 @@ several ``ctx.manager.invoke`` submits them in ONE batch and the host runs them
 concurrently. No threads are needed inside the guest.
 """
 
-import functools
 import math
-from asyncio import base_events
+from asyncio import Future, base_events
 from json import dumps as _dumps  # bound now: agent code patching json must not break us
 from json import loads as _loads
 from time import monotonic as _monotonic
@@ -45,6 +44,32 @@ class _HostSelector:
         pass
 
 
+class HostCall(Future):
+    """The future of one host call (what ``ctx.manager.invoke`` returns).
+
+    Awaited when nothing else on the loop could run meanwhile (the common ``await
+    ctx.manager.invoke(...)`` in a loop), it waits for the host right there: no round
+    of the loop, no callback, no task wake-up. Otherwise (gathered, or other tasks
+    ready) it is an ordinary future.
+    """
+
+    def __init__(self, loop: "GuestLoop", call_id: int) -> None:
+        super().__init__(loop=loop)
+        self._call_id = call_id
+
+    def cancel(self, msg=None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self.get_loop()._forget(self._call_id)
+        return True
+
+    def __await__(self):
+        loop = self.get_loop()
+        if not self.done() and loop._pending.get(self._call_id) is self:  # a call of this run
+            loop._wait_inline(self)
+        return (yield from super().__await__())
+
+
 class GuestLoop(base_events.BaseEventLoop):
     def __init__(self) -> None:
         super().__init__()
@@ -53,6 +78,7 @@ class GuestLoop(base_events.BaseEventLoop):
         self._outbox: list[str] = []
         self._cancels: list[int] = []
         self._pending: dict[int, Any] = {}
+        self._stopped: HostStop | None = None  # the host's stop, met in an inline wait
 
     # BaseEventLoop hooks with no meaning here (no file descriptors, no threads).
     def _process_events(self, event_list) -> None:
@@ -66,21 +92,39 @@ class GuestLoop(base_events.BaseEventLoop):
         object), ``[id, name, args, options]``; returns the future of its result."""
         self._next_id += 1
         call_id = self._next_id
-        fut = self.create_future()
+        fut = HostCall(self, call_id)
         options = "" if options_json is None else "," + options_json
         self._outbox.append(f"[{call_id},{_dumps(name)},{args_json}{options}]")
         self._pending[call_id] = fut
-        fut.add_done_callback(functools.partial(self._on_done, call_id))
         return fut
 
-    def _on_done(self, call_id: int, fut) -> None:
-        if fut.cancelled() and self._pending.pop(call_id, None) is not None:
+    def _forget(self, call_id: int) -> None:
+        """A host call was cancelled: the host hears it at the next poll."""
+        if self._pending.pop(call_id, None) is not None:
             self._cancels.append(call_id)
+
+    def _wait_inline(self, fut: HostCall) -> None:
+        """Wait for ``fut`` inside the ``await`` while no callback is ready, waking at
+        the next timer; the loop's own round takes over as soon as anything else could
+        run. A stop from the host is kept for the loop to raise, outside agent code."""
+        while not fut.done() and not self._ready and self._stopped is None:
+            timeout = None
+            if self._scheduled:
+                timeout = self._scheduled[0].when() - self.time()
+                if timeout <= 0:
+                    return
+            try:
+                self._poll(timeout)
+            except HostStop as stop:
+                self._stopped = stop
 
     def pending_calls(self) -> int:
         return len(self._pending)
 
     def _wait(self, timeout) -> None:
+        if self._stopped is not None:
+            stop, self._stopped = self._stopped, None
+            raise stop
         if not self._outbox and not self._cancels:
             if not self._pending:
                 if timeout is None:
