@@ -53,7 +53,7 @@ STOP_GRACE = 0.5
 #: After a slice that ended at an epoch tick, the guest waits this many rounds of the
 #: event loop: a timer that came due during the slice wakes its future in the first
 #: round, the task awaiting it is queued behind the driver's own step in the second
-#: and runs in the third. So a task woken by a timer waits one slice (~10 ms), not three.
+#: and runs in the third. So a task woken by a timer waits one slice (one TICK), not three.
 YIELD_ROUNDS = 3
 MAX_ERROR_MESSAGE = 8 * 1024
 #: One poll may carry at most this many times ``max_payload_kb`` of JSON (several
