@@ -417,9 +417,10 @@ class Core:
         """Check the guest's report of a run: every limit again, host-side.
 
         The runtime writes ``{"value":VALUE,"finished":...,"output":...,"error":...,
-        "memory":...}`` with the value first, so the value's text is cut out and judged
-        on its own (size, depth, NaN) and a refused value still leaves the output and
-        the memory. A batch (``Sandbox.run_batch``) writes ``{"batch":[REPORT, ...],
+        "memory":...}`` with the value first, so the value's text can be cut out and
+        judged on its own (size, depth, NaN) and a refused value still leaves the output
+        and the memory; a report that fits the value's size limit is parsed whole first
+        (one parse), and judged in parts only if that fails. A batch (``Sandbox.run_batch``) writes ``{"batch":[REPORT, ...],
         "memory":...}``, one report per piece of code, each judged the same way. Agent
         code can tamper with the runtime, so nothing here trusts it: what does not fit
         is refused or cut with a note, never raised.
