@@ -29,6 +29,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from .allowed_tools import check_call, parse_specs
+from .authority import UNTRUSTED_CONFIG_KEYS
 from .errors import ArgsInvalid, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .skill import Skill, is_skill_name
 from .validation import check_schemas, validate_args
@@ -184,8 +185,6 @@ def _prompt(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
             raise ToolNotAllowed(caller.skill.name, taker, "agent code may register a prompt skill only with its "
                                  f"own allowed-tools ({own!r}), unless its allowed-tools has a bare *")
     model = dict(definition.get("model") or {})
-    from .agent.run import UNTRUSTED_CONFIG_KEYS
-
     refused = sorted(set(model) - UNTRUSTED_CONFIG_KEYS)
     if refused:
         raise ArgsInvalid(taker, f"definition.model.{refused[0]}", "a registered skill's model may set only "

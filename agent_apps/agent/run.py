@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..admission import Gate, mark_admitted
-from ..allowed_tools import parse_specs
+from ..authority import check_untrusted_agent_args
 from ..budget import Ledger, Supervision, supervision_config
 from ..config import call_config
 from ..errors import (
@@ -153,7 +153,9 @@ class AgentRun:
         caller = ctx.parent
         self.untrusted_caller = caller is not None and bool(caller.internals.get("untrusted"))
         if self.untrusted_caller:
-            _check_untrusted_call(ctx, args)
+            check_untrusted_agent_args(
+                caller.skill, ctx.skill, args, self.cm.catalog.skills  # type: ignore[union-attr]
+            )
         # The call layer: every invoke(..., config=...) above this run (a prompt skill
         # invoked with config={"model": ...} included), then the agent's own config arg.
         call = call_config(ctx, {"model": dict(args.get("config") or {})})
@@ -996,48 +998,6 @@ class AgentRun:
             "parent_id": record.parent,
             "depth": record.depth,
         }
-
-
-#: The model config keys agent code may set when it starts a sub-agent. Everything else
-#: (endpoints, credentials, regions, sandbox limits) stays with the user's config: agent
-#: code must not redirect model traffic or lift its own limits.
-#: ``sandbox`` and the turn and step limits are allowed because a nested agent never gets
-#: more than its caller has (_agent_limits): agent code can only lower them.
-UNTRUSTED_CONFIG_KEYS = frozenset(
-    {"agent", "model_id", "max_turns", "max_steps", "temperature", "max_tokens", "top_p", "script", "stream", "sandbox"}
-)
-
-
-def _check_untrusted_call(ctx: Context, args: Mapping[str, Any]) -> None:
-    """Agent code starting a sub-agent may not widen what agent code can do."""
-    caller = ctx.parent
-    assert caller is not None
-    name = caller.skill.name
-    config = args.get("config") or {}
-    refused = sorted(set(config) - UNTRUSTED_CONFIG_KEYS)
-    if refused:
-        raise ToolNotAllowed(
-            name, ctx.skill.name, f"agent code may not set config {', '.join(refused)} (it may set "
-            f"{', '.join(sorted(UNTRUSTED_CONFIG_KEYS))})"
-        )
-    provider = config.get("agent")
-    if provider is not None:
-        skill = ctx.manager.context_manager.catalog.skills.get(provider) if is_skill_name(provider) else None
-        if skill is None or "provider" not in skill.tags:
-            raise ToolNotAllowed(name, ctx.skill.name, f"config.agent {provider!r} is not a provider skill")
-    requested = args.get("allowed_tools")
-    own = caller.skill.allowed_tools
-    if requested is None or requested == own:
-        return
-    specs = parse_specs(own) if own else ()
-    widening_ok = any(s.glob == "*" for s in specs) or any(
-        s.matches_name(ctx.skill) and any(k == "allowed_tools" for k, _ in s.constraints) for s in specs
-    )
-    if not widening_ok:
-        raise ToolNotAllowed(
-            name, ctx.skill.name, "agent code may start a sub-agent only with its own allowed-tools, unless its "
-            "allowed-tools says which, as in agent(allowed_tools=file-*)"
-        )
 
 
 def _next_outcome(body: dict[str, Any]) -> tuple[bool, Any]:
