@@ -5,9 +5,12 @@ skills over it) and is how schedulers share the work: :meth:`Schedules.claim` ta
 due times that are due, decides what a missed stretch gets (``catch_up``), moves the
 schedule's ``next_at`` past them and records one row per due time it will run, all in
 one write transaction. Two schedulers on one store therefore never run a due time twice:
-whoever takes the write lock first moves ``next_at``, and ``(schedule_id, due_at)`` is
-the key of ``schedule_runs`` besides. Every run is also a row of ``runs`` (``agent-apps
-runs list`` shows it), made with the claim; :meth:`Schedules.finish_run` ends it.
+on SQLite whoever takes the write lock first moves ``next_at``; on PostgreSQL each
+scheduler locks the due schedules it takes (``FOR UPDATE SKIP LOCKED``), so schedulers
+on several machines claim side by side, each due schedule by one of them; and
+``(schedule_id, due_at)`` is the key of ``schedule_runs`` besides. Every run is also a
+row of ``runs`` (``agent-apps runs list`` shows it), made with the claim;
+:meth:`Schedules.finish_run` ends it.
 """
 
 from __future__ import annotations
@@ -134,13 +137,14 @@ class Schedules:
         now = time.time() if now is None else now
         ident = secrets.token_hex(4)
         with self.db.write() as conn:
-            if name is not None and conn.execute("SELECT 1 FROM schedules WHERE name = ?", (name,)).fetchone():
-                raise AlreadyExists("schedule", name, "schedule-delete removes it; or choose another name")
-            conn.execute(
-                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            made = conn.execute(
+                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) "
+                "ON CONFLICT (name) DO NOTHING",
                 (ident, name, ref, _dump(args), when.every, when.cron, when.tz, when.at, catch_up, now, created_by,
                  when.first(now)),
-            )
+            ).rowcount
+            if not made:
+                raise AlreadyExists("schedule", str(name), "schedule-delete removes it; or choose another name")
         return self.get(ident)
 
     def list(self) -> builtins.list[ScheduleInfo]:
@@ -196,9 +200,13 @@ class Schedules:
         if limit <= 0:
             return out
         with self.db.write() as conn:
+            # the due schedules no other scheduler is claiming right now (on PostgreSQL, where
+            # several claim at once: their rows are locked till they commit); SQLite's write
+            # transaction holds the whole store
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at",
-                (now,),
+                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at "
+                f"LIMIT ?{self.db.dialect.skip_locked}",
+                (now, limit),
             ).fetchall()
             for row in rows:
                 if len(out.claims) >= limit:
