@@ -96,6 +96,9 @@ class Dialect:
     #: The best chunks (rowid, text, heading, line, score: higher is better) among the
     #: rowid ranges ``{ranges}``; parameters: the query, the range bounds, how many.
     fts_search: str
+    #: Run after rows were written with their ids (``state copy``), so that the ids the
+    #: database makes for new rows come after them ("": it does so by itself).
+    sync_ids: str
 
     def fts_query(self, terms: Iterable[str]) -> str:
         """A query matching any of ``terms`` (words: letters, digits and ``_``)."""

@@ -90,6 +90,8 @@ POSTGRESQL = Dialect(
         "FROM memory_chunks, to_tsquery('english', ?) AS query "
         "WHERE tsv @@ query AND ({ranges}) ORDER BY score DESC, rowid LIMIT ?"
     ),
+    sync_ids="SELECT setval(pg_get_serial_sequence('memory_files', 'id'), coalesce(max(id), 0) + 1, false) "
+    "FROM memory_files",
 )
 
 

@@ -45,6 +45,7 @@ SQLITE = Dialect(
         "SELECT rowid, text, heading, line, -bm25(memory_chunks, 1.0, 0.3) AS score FROM memory_chunks "
         "WHERE memory_chunks MATCH ? AND ({ranges}) ORDER BY score DESC LIMIT ?"
     ),
+    sync_ids="",
 )
 
 
