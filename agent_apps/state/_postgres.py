@@ -36,10 +36,11 @@ import atexit
 import functools
 import logging
 import re
+import select
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -109,20 +110,48 @@ def _text(parameters: Sequence[Any]) -> Sequence[Any]:
 
 
 class _Connection:
-    """A pooled connection during one transaction, with the interface of the others."""
+    """A pooled connection during one transaction, with the interface of the others.
 
-    __slots__ = ("raw",)
+    Statements are pipelined: each is sent at once and its result read only when asked
+    for (a row, a row count), so the statements of a transaction whose results nothing
+    reads travel together with the next one that is read, or with the commit.
+    """
 
-    def __init__(self, raw: Any) -> None:
+    __slots__ = ("pipeline", "raw")
+
+    def __init__(self, raw: Any, pipeline: Any) -> None:
         self.raw = raw
+        self.pipeline = pipeline
 
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
-        return self.raw.execute(_sql(sql), _text(parameters))
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> _Cursor:
+        return _Cursor(self.raw.execute(_sql(sql), _text(parameters)), self.pipeline)
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any:
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> _Cursor:
         cursor = self.raw.cursor()
-        cursor.executemany(_sql(sql), (_text(row) for row in parameters))
-        return cursor
+        cursor.executemany(_sql(sql), [_text(row) for row in parameters])
+        return _Cursor(cursor, self.pipeline)
+
+
+class _Cursor:
+    """A statement's results, read from the server when first asked for."""
+
+    __slots__ = ("pipeline", "raw")
+
+    def __init__(self, raw: Any, pipeline: Any) -> None:
+        self.raw = raw
+        self.pipeline = pipeline
+
+    @property
+    def rowcount(self) -> int:
+        if self.raw.rowcount < 0:  # not read yet
+            self.pipeline.sync()
+        return int(self.raw.rowcount)
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self.raw.fetchall())
 
 
 class _Number(Loader):  # type: ignore[misc,valid-type]
@@ -162,28 +191,11 @@ class PostgresDatabase(Database):
 
     # -- access ------------------------------------------------------------------------
 
-    @contextmanager
-    def read(self) -> Iterator[_Connection]:
-        pool, conn = self._begin(_READ)
-        try:
-            yield _Connection(conn)
-        except psycopg.Error as exc:
-            raise self._error(exc) from None
-        finally:
-            _end(pool, conn, "ROLLBACK")
+    def read(self) -> AbstractContextManager[_Connection]:
+        return self._transaction(_READ, "ROLLBACK")
 
-    @contextmanager
-    def write(self) -> Iterator[_Connection]:
-        pool, conn = self._begin(_WRITE)
-        done = False
-        try:
-            yield _Connection(conn)
-            self._commit(conn)
-            done = True
-        except psycopg.Error as exc:
-            raise self._error(exc) from None
-        finally:
-            _end(pool, conn, None if done else "ROLLBACK")
+    def write(self) -> AbstractContextManager[_Connection]:
+        return self._transaction(_WRITE, "COMMIT")
 
     @property
     def opened(self) -> bool:
@@ -198,10 +210,40 @@ class PostgresDatabase(Database):
 
     # -- transactions ------------------------------------------------------------------
 
-    def _begin(self, statement: str) -> tuple[Any, Any]:
-        """A pooled connection in a new transaction, and its pool. A connection found
-        dead is put back (the pool drops it) and another tried: ``statement`` is the
-        first thing sent on it, so nothing had run."""
+    @contextmanager
+    def _transaction(self, begin: str, end: str) -> Iterator[_Connection]:
+        """One transaction on a pooled connection, its statements pipelined (see
+        :class:`_Connection`): ``begin`` goes with the block's first statement, ``end``
+        (``COMMIT``, or ``ROLLBACK`` for a read) with its last ones. A block that raises
+        is rolled back; an error of the server is raised as a :class:`StateError`."""
+        pool, raw = self._connection()
+        ending = False
+        try:
+            with raw.pipeline() as pipeline:
+                raw.execute(begin)
+                yield _Connection(raw, pipeline)
+                raw.execute(end)
+                ending = True
+        except psycopg.Error as exc:
+            if ending and end == "COMMIT" and raw.closed:
+                raise StateError(
+                    f"the connection to the server was lost while committing a write ({_reason(exc)}): it may or "
+                    "may not have been saved; everything committed before it was",
+                    path=self.path,
+                ) from None
+            raise self._error(exc) from None
+        finally:
+            try:
+                if not raw.closed and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    raw.execute("ROLLBACK")
+            except psycopg.Error:
+                pass  # a broken connection: the pool drops it
+            pool.putconn(raw)
+
+    def _connection(self) -> tuple[Any, Any]:
+        """A pooled connection (and its pool) that was not closed while it waited in the
+        pool, as far as can be seen without asking the server: a server that restarted
+        closed them all, and they are replaced before anything is sent on them."""
         if self._pool is None:
             self._open()
         if self._down:
@@ -216,14 +258,13 @@ class PostgresDatabase(Database):
                 self._recover()  # raises why, when the server cannot be reached
                 pool, deadline = self._pool, time.monotonic() + CONNECT_TIMEOUT
                 continue
-            try:
-                conn.execute(statement)
+            if _alive(conn):
                 return pool, conn
-            except psycopg.OperationalError as exc:
-                pool.putconn(conn)
-                if not conn.closed:
-                    raise self._error(exc) from None
-                pool.check()  # its idle siblings are likely dead too (a restarted server)
+            conn.close()
+            pool.putconn(conn)  # a closed connection: the pool drops it and makes another
+            pool.check()  # its idle siblings are likely closed too
+            if time.monotonic() > deadline:
+                raise StateError("the server closes every connection made to it", path=self.path)
 
     def _recover(self) -> None:
         """The server was found unreachable. Ask it directly (the pool waits longer and
@@ -248,18 +289,6 @@ class PostgresDatabase(Database):
             old, self._pool = self._pool, self._new_pool()
             self._down = False
             old.close(timeout=0)
-
-    def _commit(self, conn: Any) -> None:
-        try:
-            conn.execute("COMMIT")
-        except psycopg.OperationalError as exc:
-            if conn.closed:
-                raise StateError(
-                    f"the connection to the server was lost while committing a write ({_reason(exc)}): it may or "
-                    "may not have been saved; everything committed before it was",
-                    path=self.path,
-                ) from None
-            raise
 
     # -- opening -----------------------------------------------------------------------
 
@@ -314,10 +343,11 @@ class PostgresDatabase(Database):
             try:
                 self._migrate(conn)
                 if self._on_open:
-                    conn.execute(_READ)
-                    for fn in self._on_open:
-                        opened(fn, _Connection(conn))
-                    conn.execute("ROLLBACK")
+                    with conn.pipeline() as pipeline:
+                        conn.execute(_READ)
+                        for fn in self._on_open:
+                            opened(fn, _Connection(conn, pipeline))
+                        conn.execute("ROLLBACK")
             except psycopg.Error as exc:
                 raise self._error(exc) from None
             finally:
@@ -450,15 +480,14 @@ def close_all() -> None:
         store.close()
 
 
-def _end(pool: Any, conn: Any, statement: str | None) -> None:
-    """End a transaction (``ROLLBACK`` unless committed) and give the connection back."""
-    try:
-        if statement is not None and not conn.closed:
-            conn.execute(statement)
-    except psycopg.Error:
-        pass  # a broken connection: the pool drops it
-    finally:
-        pool.putconn(conn)
+def _alive(conn: Any) -> bool:
+    """Whether an idle connection can be used: not closed, and nothing to read on its
+    socket (an idle connection is sent nothing; what is there is the server closing it)."""
+    if conn.closed:
+        return False
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)
 
 
 def _configure(conn: Any) -> None:
