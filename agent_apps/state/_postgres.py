@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ._db import Database, Dialect, opened, redact
 from .errors import StateError
@@ -309,7 +309,7 @@ class PostgresDatabase(Database):
         if not size.isdigit() or not 1 <= int(size) <= 100:
             raise StateError(f"bad URL: pool_size={size!r}: a number from 1 to 100", path=self.path)
         self.workers = int(size)
-        self._conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+        self._conninfo = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))  # libpq: %20, not +
         if psycopg is None:
             return
         try:

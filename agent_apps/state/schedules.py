@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scheduling.timing import CATCH_UP, When, iso
-from ._db import Database
+from ._db import Cursor, Database
 from .errors import AlreadyExists, NotFound
 
 __all__ = ["MAX_CATCH_UP", "Claim", "Claimed", "ScheduleInfo", "Schedules"]
@@ -208,31 +208,36 @@ class Schedules:
                 f"LIMIT ?{self.db.dialect.skip_locked}",
                 (now, limit),
             ).fetchall()
+            # every statement first, their outcomes after: on PostgreSQL they travel together
+            made: builtins.list[tuple[Claim, Cursor]] = []
             for row in rows:
-                if len(out.claims) >= limit:
+                if len(made) >= limit:
                     break
                 info = _info(row)
-                due, skipped, next_at = _plan(info, now, limit - len(out.claims), grace)
+                due, skipped, next_at = _plan(info, now, limit - len(made), grace)
                 for due_at in due:
                     run_id = _run_id()
-                    claimed = conn.execute(
+                    inserted = conn.execute(
                         "INSERT INTO schedule_runs (schedule_id, due_at, run_id, status, claimed_at, pid, host) "
                         "VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING",
                         (info.id, due_at, run_id, now, os.getpid(), _HOST),
-                    ).rowcount
-                    if not claimed:  # cannot happen while next_at only moves forward; never run it twice
-                        continue
+                    )
                     conn.execute(
                         "INSERT INTO runs (id, session_id, name, status, started_at, pid, host) "
                         "VALUES (?, NULL, ?, 'running', ?, ?, ?)",
                         (run_id, info.ref, now, os.getpid(), _HOST),
                     )
-                    out.claims.append(Claim(info, due_at, run_id))
+                    made.append((Claim(info, due_at, run_id), inserted))
                 if skipped:
                     out.skipped.append((info, skipped))
                 conn.execute(
                     "UPDATE schedules SET next_at = ?, missed = missed + ? WHERE id = ?", (next_at, skipped, info.id)
                 )
+            for claim, inserted in made:
+                if inserted.rowcount:
+                    out.claims.append(claim)
+                else:  # cannot happen while next_at only moves forward; never run it twice
+                    conn.execute("DELETE FROM runs WHERE id = ?", (claim.run_id,))
         return out
 
     def finish_run(self, claim: Claim, *, status: str, error: str | None = None, now: float | None = None) -> None:

@@ -61,6 +61,18 @@ def test_where_the_store_lives_a_url_is_taken_as_it_is(tmp_path, postgres_url, m
     assert StateStore(state_path(cm.cascade, cm.home)).sessions.list() == []  # the short scheme too
 
 
+def test_the_urls_own_options_reach_the_server_beside_the_stores(postgres_url):
+    url = postgres_url + "&options=-c%20synchronous_commit%3Doff%20-c%20search_path%3Dpublic&application_name=mine"
+    store = StateStore(url)
+    store.sessions.append("s", [{"role": "user", "text": "hi"}])
+    with store.db.read() as conn:
+        settings = conn.execute(
+            "SELECT current_setting('synchronous_commit'), current_schema(), current_setting('application_name')"
+        ).fetchone()
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    assert settings == ("off", schema, "mine")  # the store's schema wins over the URL's search_path
+
+
 def test_another_programs_schema_is_refused_and_left_alone(postgres_url):
     with pg_connect(postgres_url) as conn:
         schema = postgres_url.rsplit("schema=", 1)[1]
