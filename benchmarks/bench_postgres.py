@@ -307,7 +307,8 @@ def main() -> None:
     table = [header, *((label, *values) for label, values in rows.items())]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        print(f"{row[0]:<{widths[0]}}" + "".join(f"  {cell:>{width}}" for cell, width in zip(row[1:], widths[1:], strict=True)))
+        cells = zip(row[1:], widths[1:], strict=True)
+        print(f"{row[0]:<{widths[0]}}" + "".join(f"  {cell:>{width}}" for cell, width in cells))
 
 
 if __name__ == "__main__":
