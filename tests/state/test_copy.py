@@ -119,3 +119,15 @@ def test_between_two_stores_of_one_backend(tmp_path, capsys, state_location):
     target = sibling(state_location, "copy")
     assert run(capsys, "state", "copy", state_location, target)[0] == 0
     assert dump(StateStore(target)) == dump(source)
+
+
+def test_every_table_of_the_schema_is_copied(state_location):
+    store = StateStore(state_location)
+    with store.db.read() as conn:
+        if store.db.dialect.name == "sqlite":  # less FTS5's own tables, which it keeps itself
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            tables = {name for (name,) in rows if not name.startswith("memory_chunks_")}
+        else:
+            rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
+            tables = {name for (name,) in rows} - {"schema_version"}
+    assert tables == {table for table, _, _ in TABLES}
