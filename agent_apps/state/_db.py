@@ -122,6 +122,8 @@ class Database(ABC):
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._on_open: list[Callable[[Connection], None]] = []
+        #: The process that opened the connections and threads (a forked child makes its own).
+        self._pid = os.getpid()
 
     @abstractmethod
     def read(self) -> AbstractContextManager[Connection]:
@@ -140,11 +142,27 @@ class Database(ABC):
     def _disconnect(self) -> None:
         """Close the connections (reopened on next use); called under the lock."""
 
+    @abstractmethod
+    def _forget(self) -> None:
+        """Drop the connections without closing them: they are the parent process's."""
+
+    def forked(self) -> None:
+        """In a process forked from the one that opened the database, forget its
+        connections and threads (they belong to the parent, and the threads did not
+        survive the fork): the next call opens the child's own."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._executor = None
+                    self._forget()
+                    self._pid = os.getpid()
+
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` (which uses :meth:`read` / :meth:`write`) on one
         of the store's threads. A cancelled caller does not cancel a write already queued."""
-        if self._executor is None:
+        if self._executor is None or self._pid != os.getpid():
             with self._lock:
+                self.forked()
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="agent-apps-state")
         loop = asyncio.get_running_loop()

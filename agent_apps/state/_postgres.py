@@ -21,13 +21,16 @@ and nowhere else, and a missing one is reported when the store is first used.
   in one transaction under an advisory lock (processes that open it at once wait for
   the one that migrates); a newer one, or a schema that holds another program's tables,
   is refused naming the store, and nothing is changed.
-* **Errors name the store**, its password hidden, in one line. A connection found dead
-  when a transaction starts (the server restarted since it was last used) is replaced
-  and the transaction begun on a new one: nothing had run on it. A server that cannot
-  be reached for :data:`CONNECT_TIMEOUT` seconds fails the call. A connection lost once
-  a transaction has begun fails that transaction and is never retried: it was not
-  committed (or, lost during the commit, it may have been: the error says so), and
-  everything committed before stays.
+* **Pipelined**: a transaction's statements are sent as they come and their results
+  read when asked for, so an append (BEGIN, the session's row, the messages, COMMIT)
+  costs two round trips, not six.
+* **Errors name the store**, its password hidden, in one line. A pooled connection the
+  server closed while it waited (a server restarted since) is seen on its socket and
+  replaced before anything is sent on it. A server that cannot be reached for
+  :data:`CONNECT_TIMEOUT` seconds fails the call. A connection lost once a transaction
+  has begun fails that transaction and is never retried: it was not committed (or,
+  lost during the commit, it may have been: the error says so), and everything
+  committed before stays.
 """
 
 from __future__ import annotations
@@ -208,6 +211,13 @@ class PostgresDatabase(Database):
         with _OPEN_LOCK:
             _OPEN.discard(self)
 
+    def _forget(self) -> None:
+        # psycopg never closes a connection in a process other than the one that made
+        # it, so the parent's stay the parent's; the pool's threads stayed there too
+        self._pool, self._down = None, False
+        with _OPEN_LOCK:
+            _OPEN.discard(self)
+
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
@@ -244,6 +254,7 @@ class PostgresDatabase(Database):
         """A pooled connection (and its pool) that was not closed while it waited in the
         pool, as far as can be seen without asking the server: a server that restarted
         closed them all, and they are replaced before anything is sent on them."""
+        self.forked()
         if self._pool is None:
             self._open()
         if self._down:

@@ -104,7 +104,11 @@ class SQLiteDatabase(Database):
 
     # -- opening -----------------------------------------------------------------------
 
+    def _forget(self) -> None:
+        self._conn = None  # not closed: SQLite's connection must not be used across a fork at all
+
     def _connect(self) -> sqlite3.Connection:
+        self.forked()
         conn = self._conn
         if conn is None:
             conn = self._conn = self._open()

@@ -295,3 +295,29 @@ def test_processes_opening_a_new_store_at_once_all_get_it(state_location):
         for proc in procs:
             proc.join(timeout=60)
         assert outcomes == ["ok"] * 6, outcomes
+
+
+def _append_in_child(store, results) -> None:
+    try:
+        store.sessions.append("s", [{"role": "user", "text": "child"}])
+        asyncio.run(store.call(store.sessions.append, "s", [{"role": "user", "text": "child, through a thread"}]))
+        results.put("ok")
+    except Exception as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_forked_process_uses_connections_of_its_own_and_the_parent_keeps_its(state_location):
+    import multiprocessing
+
+    store = StateStore(state_location)
+    store.sessions.append("s", [{"role": "user", "text": "parent"}])
+    asyncio.run(store.call(store.sessions.exists, "s"))  # the store's threads started too
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_append_in_child, args=(store, results))
+    child.start()
+    assert results.get(timeout=60) == "ok"
+    child.join(timeout=60)
+    store.sessions.append("s", [{"role": "user", "text": "parent again"}])
+    texts = [e.message["text"] for e in StateStore(state_location).sessions.messages("s")]
+    assert texts == ["parent", "child", "child, through a thread", "parent again"]
