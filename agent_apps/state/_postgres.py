@@ -265,6 +265,13 @@ class PostgresDatabase(Database):
             try:
                 conn = pool.getconn(timeout=max(deadline - time.monotonic(), 0.05))
             except PoolTimeout:
+                stats = pool.get_stats()
+                if stats.get("pool_size", 0) >= self.workers and not stats.get("pool_available", 0):
+                    raise StateError(  # every connection is in use: the server is there, the pool is too small
+                        f"no connection of its pool came free within {CONNECT_TIMEOUT:g} s (all {self.workers} in "
+                        "use): give the URL a larger pool_size",
+                        path=self.path,
+                    ) from None
                 self._down, self._down_until = True, time.monotonic()
                 self._recover()  # raises why, when the server cannot be reached
                 pool, deadline = self._pool, time.monotonic() + CONNECT_TIMEOUT

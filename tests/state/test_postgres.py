@@ -221,3 +221,12 @@ def test_a_server_that_goes_away_mid_run_loses_nothing_committed_and_the_run_res
     assert texts[:5] == ["go", "one", "first", "two", "second"] and texts[-1] == "done"
     assert store.runs.get(listed.id).status == "done"
     assert store.sessions.get("k").memory["turn"] == 2
+
+
+def test_a_pool_with_every_connection_in_use_says_so(monkeypatch, postgres_url):
+    monkeypatch.setattr(_postgres, "CONNECT_TIMEOUT", 0.5)
+    store = StateStore(postgres_url + "&pool_size=1")
+    with store.db.read():  # the one connection, held
+        with pytest.raises(StateError, match=r"no connection of its pool came free .* \(all 1 in use\): .*pool_size"):
+            store.sessions.list()
+    assert store.sessions.list() == []  # and the store goes on
