@@ -321,3 +321,27 @@ def test_a_forked_process_uses_connections_of_its_own_and_the_parent_keeps_its(s
     store.sessions.append("s", [{"role": "user", "text": "parent again"}])
     texts = [e.message["text"] for e in StateStore(state_location).sessions.messages("s")]
     assert texts == ["parent", "child", "child, through a thread", "parent again"]
+
+
+def test_postgresql_without_its_extra_is_one_line_naming_it(monkeypatch, capsys):
+    from agent_apps.cli import main
+
+    monkeypatch.setattr(_postgres, "psycopg", None)  # as in an install without agent-apps[postgres]
+    monkeypatch.setenv("AGENT_APPS_STATE", "postgresql://me:secret@db.example/agents")
+    assert main(["sessions", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: state store postgresql://me:***@db.example/agents: a postgresql:// store needs psycopg, which is "
+        "not installed: pip install 'agent-apps[postgres]'\n"
+    )
+
+
+def test_an_sqlite_store_never_imports_psycopg(tmp_path):
+    code = (
+        "import sys\nfrom agent_apps.cli import main\n"
+        "main(['sessions', 'list'])\nprint('psycopg' in sys.modules, 'agent_apps.state._postgres' in sys.modules)"
+    )
+    env = {**os.environ, "AGENT_APPS_STATE": str(tmp_path / "state.db")}
+    done = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False False"
