@@ -240,17 +240,19 @@ def bench_runs(location: str, root: Path, count: int) -> dict[str, Any]:
         if result != {"run": n, "calls": 5}:
             raise AssertionError(f"run {n} got {result!r}")
 
-    async def main() -> tuple[float, int]:
+    async def main() -> tuple[float, list[BaseException]]:
         await one(-1)  # the sandbox component loaded, the store opened
         start = time.perf_counter()
         outcomes = await asyncio.gather(*(one(n) for n in range(count)), return_exceptions=True)
         wall = time.perf_counter() - start
-        return wall, sum(isinstance(o, BaseException) for o in outcomes)
+        return wall, [o for o in outcomes if isinstance(o, BaseException)]
 
     wall, errors = asyncio.run(main())
+    for error in errors[:3]:
+        print(f"{location.split('?')[0]}: {type(error).__name__}: {error}", file=sys.stderr)
     stored = len(cm.state.sessions.list())
     cm.state.close()
-    return {"wall": wall, "errors": errors, "sessions": stored}
+    return {"wall": wall, "errors": len(errors), "sessions": stored}
 
 
 # -- the table ------------------------------------------------------------------------------
