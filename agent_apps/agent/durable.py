@@ -463,8 +463,11 @@ def _short(value: Any, limit: int = 200) -> str:
 async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
     """Take a run up again (``cm.resume``): invoke its root as it was invoked the first
     time, in the same run, with its journal to replay. Deferred work runs under its
-    maker's authority again."""
+    maker's authority again; a run imported from a file is checked again and runs
+    unattended (:func:`~agent_apps.state.run_snapshot.check_imported`)."""
     from ..run_record import RunRecord
+    from ..state.run_snapshot import check_imported
+    from ..tools import approval
 
     store = cm.state
     run, point = await store.call(store.journal.claim, run_id)
@@ -478,7 +481,11 @@ async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
                 options[key] = invocation[key]
         authority = Authority.from_json(invocation.get("authority"))
         run_options = {"run": RunRecord(run.id), "internals": internals, **options}
-        return await invoke_as(cm, authority, invocation["skill"], invocation.get("args"), **run_options)
+        if not invocation.get("imported"):
+            return await invoke_as(cm, authority, invocation["skill"], invocation.get("args"), **run_options)
+        check_imported(invocation, cm.catalog.skills, source=f"run {run.id} (imported)", stored=True)
+        with approval.session(mode="unattended"):
+            return await cm.invoke(invocation["skill"], invocation.get("args"), **run_options)
     finally:  # a root that failed before any agent settled the run's status
         await store.call(store.journal.release, run.id)
 
