@@ -10,8 +10,10 @@ was. Two functions apply it:
 * :func:`check_call_as`, when the work is made: could its maker have made this exact
   call directly? Its allowed-tools must allow the target with these args; agent code
   may not call an internal skill, and a call to the agent skill meets the checks of
-  :func:`check_untrusted_agent_args`. The ref-taking skills refuse what fails (exit
-  status 2, naming the arg).
+  :func:`check_untrusted_agent_args`. A target that takes a ref itself (it says which
+  args in ``metadata.refs``: ``schedule-create``, ``skill-register``) has that ref
+  checked the same way. The ref-taking skills refuse what fails (exit status 2, naming
+  the arg).
 * :func:`invoke_as`, when the work runs: the target is invoked as the child of an
   invocation that stands in for its maker (the maker's allowed-tools, and the untrusted
   flag when the maker was agent code), so the pipeline and the target check the call
@@ -147,6 +149,16 @@ def check_call_as(
     check_call(caller, target, dict(args) if args is not None else None)
     if authority.untrusted and target.name == AGENT:
         check_untrusted_agent_args(caller, target, args or {}, skills)
+    for ref_at, args_at in _refs(target):  # a ref the target will store or call in turn
+        ref, inner = _arg(args, ref_at), _arg(args, args_at)
+        nested = skills.get(ref) if isinstance(ref, str) else None
+        if nested is None:  # not a skill: the target refuses it itself
+            continue
+        try:
+            check_call_as(authority, nested, inner if isinstance(inner, Mapping) else {}, skills)
+        except ToolNotAllowed as exc:
+            where = f"{args_at}.{exc.path}" if exc.path else ref_at
+            raise ToolNotAllowed(exc.caller, exc.callee, exc.reason, spec=exc.spec, path=where) from None
 
 
 def check_untrusted_agent_args(
@@ -240,6 +252,23 @@ async def _run_delegated(ctx: Context, args: dict[str, Any]) -> Any:
     """The stand-in's body: the delegated call, as its child."""
     delegation: Delegation = ctx.internals[DELEGATION]
     return await ctx.manager.invoke(delegation.ref, delegation.args)
+
+
+def _refs(skill: Skill) -> list[tuple[str, str]]:
+    """``metadata.refs`` of a skill that takes refs: each (dotted) arg holding a ref,
+    with the one holding the args it is given."""
+    refs = skill.metadata.get("refs")
+    if not isinstance(refs, dict):
+        return []
+    return [(k, v) for k, v in refs.items() if isinstance(k, str) and isinstance(v, str)]
+
+
+def _arg(args: Mapping[str, Any] | None, dotted: str) -> Any:
+    """The value at a dotted path of ``args`` (None when it is not there)."""
+    value: Any = args
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
 
 
 def _specs(allowed: str | None) -> tuple[Spec, ...] | None:

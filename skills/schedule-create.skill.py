@@ -52,6 +52,8 @@ frontmatter = {
         "category": "admin",
         "visibility": "hidden",
         "tags": ["schedule"],
+        # the ref it stores and its args: a maker that schedules this skill has them checked too
+        "refs": {"ref": "args"},
         "returns": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id", "next"]},
     },
 }

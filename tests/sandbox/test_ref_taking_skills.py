@@ -230,3 +230,22 @@ async def test_ref_taking_skills_called_by_deferred_work_keep_its_makers_authori
         await context_manager.invoke(
             "my-scheduler", {"ref": "agent", "args": {"prompt": "p", "allowed_tools": "*"}}, config=ALLOW
         )
+
+
+async def test_a_ref_inside_a_ref_is_checked_when_it_is_stored(context_manager, skills):
+    # agent code schedules schedule-create (or registers an alias of it) to make, later,
+    # a wider agent than it could start: refused now, naming the nested arg
+    wide = {"ref": "agent", "args": {"prompt": "p", "allowed_tools": "*"}, "every": 60}
+    out = await probe(context_manager, [
+        ("schedule", "schedule-create", {"ref": "schedule-create", "args": wide, "every": 60}),
+        ("alias", "skill-register", {"name": "my-later", "definition": {"ref": "schedule-create", "args": wide}}),
+        ("register", "schedule-create", {"ref": "skill-register", "every": 60, "args": {
+            "name": "my-wide", "definition": {"ref": "agent", "args": {"allowed_tools": "*"}}}}),
+        ("fine", "schedule-create", {"ref": "schedule-create", "every": 60,
+                                     "args": {"ref": "my-report", "args": {"n": 1}, "every": 60}}),
+    ], allowed_tools="schedule-create skill-register agent my-*")  # fmt: skip
+    assert refused(out["schedule"]) and "(at args.args.allowed_tools)" in out["schedule"][1], out["schedule"]
+    assert refused(out["alias"]) and "(at definition.args.args.allowed_tools)" in out["alias"][1], out["alias"]
+    assert refused(out["register"]) and "(at args.definition.args.allowed_tools)" in out["register"][1]
+    assert out["fine"][0] == "ALLOWED", out["fine"]
+    assert [s.ref for s in context_manager.state.schedules.list()] == ["schedule-create"]
