@@ -107,8 +107,12 @@ class Authority:
             return None
         if not isinstance(data, dict):
             raise ValueError(f"an authority is a JSON object, not {type(data).__name__}")
-        allowed = data.get("allowed_tools")
-        return cls(allowed if isinstance(allowed, str) else None, bool(data.get("untrusted")), data.get("by"))
+        allowed, by = data.get("allowed_tools"), data.get("by")
+        return cls(
+            allowed if isinstance(allowed, str) else None,
+            bool(data.get("untrusted")),
+            by if isinstance(by, str) else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"allowed_tools": self.allowed_tools, "untrusted": self.untrusted, "by": self.by}
