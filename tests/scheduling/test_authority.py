@@ -12,6 +12,7 @@ import time
 import pytest
 
 from agent_apps import ContextManager
+from agent_apps.authority import Authority
 from agent_apps.cli import main as cli_main
 from agent_apps.errors import ArgsInvalid
 from agent_apps.scheduling import Scheduler, When
@@ -147,6 +148,23 @@ async def test_a_schedule_made_by_agent_code_runs_as_that_code_later_elsewhere(c
     assert result["other"][0] == "ToolNotAllowed", result  # a top-level agent would have had it
 
 
+async def test_a_stored_schedule_asking_for_more_is_refused_when_it_runs(context_manager, skills):
+    # a row the checks of schedule-create never saw (an older agent-apps wrote it, or the
+    # maker's skills changed since): the run is refused before the agent starts
+    wide = agent_call([("other", "other-report", {})], "*")
+    maker = Authority("schedule-create agent", untrusted=True, by="agent code of helper")
+    schedule = context_manager.state.schedules.create(
+        ref="agent", args=wide, when=When(every=60), authority=maker, now=time.time() - 61
+    )
+    scheduler = Scheduler(fresh(context_manager), clock=FakeClock(time.time()))
+    assert len(await scheduler.tick()) == 1
+    await scheduler.wait_idle()
+    (ran,) = context_manager.state.schedules.runs_of(schedule.id)
+    assert ran["status"] == "error"
+    assert ran["error"].startswith("ToolNotAllowed: agent-code may not call agent (at allowed_tools)"), ran
+    assert not [r for r in reports(context_manager) if isinstance(r, dict)]  # no agent ran
+
+
 async def test_a_schedule_made_by_a_skill_runs_under_that_skills_allowed_tools(context_manager, write_skill, skills):
     # a skill (not agent code) may start any agent its allowed-tools allow; it may not
     # schedule a skill it could not call
@@ -249,3 +267,31 @@ def test_schedules_made_before_authorities_were_recorded_may_call_their_ref_only
     (sub,) = store.subscriptions.list()
     assert sub.authority.untrusted and sub.authority.allowed_tools == "my-report"
     store.close()
+
+
+async def test_a_scheduled_run_that_waits_for_approval_resumes_under_its_maker(context_manager, skills):
+    # the policy here asks before my-report, unattended: the scheduled agent checkpoints;
+    # approved and resumed, it is still its maker's agent (other-report stays refused)
+    (context_manager.cwd / "agent-apps.yaml").write_text(
+        "security:\n  policy:\n    unattended:\n      ask: [my-report]\n"
+    )
+    scheduled = agent_call([("mine", "my-report", {}), ("other", "other-report", {})], None)
+    del scheduled["allowed_tools"]
+    out = await probe(context_manager, [
+        ("make", "schedule-create", {"ref": "agent", "args": scheduled, "every": 5}),
+    ], allowed_tools="schedule-create agent my-report")  # fmt: skip
+    assert out["make"][0] == "ALLOWED", out
+    here = ContextManager(search_path=context_manager._explicit, cwd=context_manager.cwd, home=context_manager.home,
+                          state=context_manager.state.path, env=False, user=False, entry_points=False)  # fmt: skip
+    scheduler = Scheduler(here, clock=FakeClock(time.time() + 10))
+    assert len(await scheduler.tick()) == 1
+    await scheduler.wait_idle()
+    (schedule,) = here.state.schedules.list()
+    (ran,) = here.state.schedules.runs_of(schedule.id)
+    point = here.state.journal.checkpoint(ran["run_id"])
+    assert point.pending["skill"] == "my-report"
+    assert point.invocation["skill"] == "agent" and point.invocation["authority"]["untrusted"] is True
+    here.approve(ran["run_id"])
+    result = await here.resume(ran["run_id"])
+    assert result["mine"] == ["ALLOWED", "report"]
+    assert result["other"][0] == "ToolNotAllowed", result
