@@ -120,12 +120,14 @@ class Authority:
     def stand_in(self) -> Skill:
         """The skill whose invocation stands in for the maker: its allowed-tools, and the
         name the pipeline's errors give the caller (``agent-code``, as for the code of an
-        agent, or the maker skill's name)."""
+        agent, or the maker skill's name). It is the host's own plumbing, as a callback
+        ref's function is: no middleware wraps it and no policy judges it (the call it
+        makes meets both), so it costs a few microseconds and counts as no call."""
         return Skill(
             name="agent-code" if self.untrusted else (self.by or "maker"),
             description=f"stands in for {self.by or 'the maker'} of deferred work",
             allowed_tools=self.allowed_tools,
-            kind="anonymous",
+            kind="callback",
             origin="authority",
             _main=_run_delegated,
         )
