@@ -93,3 +93,25 @@ async def test_stored_work_runs_as_the_child_of_a_stand_in_for_its_maker(context
         await invoke_as(context_manager, maker, "other", {})
     # without an authority (made from Python or the command line): a top-level call
     assert await invoke_as(context_manager, None, "other", {}) == 1
+
+
+async def test_a_skill_registers_no_prompt_skill_wider_than_itself(context_manager, write_skill):
+    write_skill(
+        "my-registrar",
+        """
+        frontmatter = {"description": "Registers.", "allowed-tools": "skill-register file-*",
+                       "params": {"type": "object"}}
+        async def main(ctx, args):
+            definition = {"description": "d", "body": "b", **args["extra"]}
+            return await ctx.manager.invoke("skill-register", {"name": args["name"], "definition": definition})
+        """,
+    )
+    allow = {"security": {"policy": {"allow": ["skill-register"]}}}
+    with pytest.raises(ToolNotAllowed, match=r"\(at definition.allowed-tools\): my-registrar may register a prompt"):
+        await context_manager.invoke("my-registrar", {"name": "my-shell", "extra": {"allowed-tools": "shell"}},
+                                     config=allow)  # fmt: skip
+    made = await context_manager.invoke("my-registrar", {"name": "my-reader", "extra": {"allowed-tools": "file-read"}},
+                                        config=allow)  # fmt: skip
+    assert made["name"] == "my-reader"
+    await context_manager.invoke("my-registrar", {"name": "my-same", "extra": {}}, config=allow)
+    assert context_manager.get("my-same").allowed_tools == "skill-register file-*"  # its registrant's, by default
