@@ -47,7 +47,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("checkpoints", "run_id, invocation, pending, decision, attempts, updated_at", "run_id"),
     (
         "schedules",
-        "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed",
+        "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed, authority",
         "id",
     ),
     (
@@ -55,7 +55,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
         "schedule_id, due_at, run_id, status, claimed_at, ended_at, pid, host, error",
         "schedule_id, due_at",
     ),
-    ("subscriptions", "id, topic, ref, created_at, created_by", "id"),
+    ("subscriptions", "id, topic, ref, created_at, created_by, authority", "id"),
     ("memory_files", "id, path, size, mtime_ns, digest, chunks, indexed_at", "id"),
     ("memory_chunks", "rowid, text, heading, line", "rowid"),
 )

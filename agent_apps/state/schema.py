@@ -337,6 +337,33 @@ CREATE INDEX memory_chunks_tsv ON memory_chunks USING gin (tsv);
 """
 
 
+_V5 = """
+-- The authority of whoever made a schedule or a persisted subscription (JSON: the
+-- allowed-tools of the invocation that made it, whether that was agent code, who it was;
+-- NULL: made from Python or the command line). Its runs run under it (docs/security.md).
+ALTER TABLE schedules ADD COLUMN authority TEXT;
+ALTER TABLE subscriptions ADD COLUMN authority TEXT;
+-- Rows made by a skill before this version did not record the maker's allowed-tools:
+-- they may call their own ref and nothing else, as agent code if agent code made them.
+UPDATE schedules SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+"""
+
+_PG_V5 = """
+ALTER TABLE schedules ADD COLUMN authority TEXT COLLATE "C";
+ALTER TABLE subscriptions ADD COLUMN authority TEXT COLLATE "C";
+UPDATE schedules SET authority = json_build_object('allowed_tools', ref, 'untrusted',
+    created_by LIKE 'agent code of %', 'by', created_by)::text
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'untrusted',
+    created_by LIKE 'agent code of %', 'by', created_by)::text
+    WHERE created_by IS NOT NULL;
+"""
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema, in each backend's SQL (a script of statements)."""
@@ -351,4 +378,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V2, _PG_V2),
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
+    Migration(_V5, _PG_V5),
 )
