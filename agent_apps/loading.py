@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SkillLoadError
-from .skill import FOLDER_FILES, Skill
+from .frontmatter import skill_from_frontmatter
+from .skill import FOLDER_FILES, PROMPT_PARAMS, Skill
 
 if TYPE_CHECKING:
     from .parse_cache import ParseCache
@@ -44,13 +45,6 @@ MAX_FRONTMATTER_DEPTH = 64
 #: How many values a YAML frontmatter may hold once its aliases are expanded (so an
 #: alias bomb, a few lines that expand to millions of values, is refused).
 MAX_FRONTMATTER_NODES = 50_000
-
-#: The args of a prompt skill that declares no ``params``: a free-form task.
-PROMPT_PARAMS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task": {"type": "string", "description": "What to do; becomes the agent's first message."}},
-}
-
 
 def skill_name_for(path: Path) -> str | None:
     """The default name of the skill in ``path``, or None if it is not a skill file."""
@@ -159,7 +153,7 @@ def _code_skill(
     loader: Callable[[Skill], Callable[..., Any]],
 ) -> Skill:
     frontmatter, line, key_lines, main_line, main_async = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,
@@ -358,7 +352,7 @@ def _prompt_skill(
     root: str | None,
 ) -> Skill:
     frontmatter, key_lines, warnings, aside, body = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,
