@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
 from ..skill import Skill, as_skill_name, mounted_tool_name
+from .schemas import WRAPPED
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -403,8 +404,6 @@ def _result(result: Any, skill: str, server: str, tool: str) -> Any:
         message = "\n".join(texts) or "the tool reported an error"
         raise MCPServerError(skill, f"{message} (tool {tool!r} of MCP server {server!r})")
     if result.structured_content is not None:
-        from .server import WRAPPED
-
         if (result.meta or {}).get(WRAPPED) and set(result.structured_content) == {"result"}:
             return result.structured_content["result"]  # an agent-apps server wrapped a non-object
         return result.structured_content
@@ -507,8 +506,6 @@ def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str,
     params = dict(tool.input_schema or {"type": "object", "properties": {}})
     metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name, "config": config}}
     if tool.output_schema:
-        from .server import WRAPPED
-
         schema = dict(tool.output_schema)
         # an agent-apps server wraps non-object results; the skill returns them unwrapped
         metadata["returns"] = schema["properties"]["result"] if schema.get(WRAPPED) else schema

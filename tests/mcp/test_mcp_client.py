@@ -16,7 +16,7 @@ import yaml
 
 from agent_apps import Cancelled, ContextManager, Signal, SkillFailed, ToolNotAllowed
 from agent_apps.mcp.client import close_servers
-from agent_apps.mcp.server import serving_http
+from agent_apps.mcp.transports import serving_http
 
 pytestmark = pytest.mark.anyio
 
