@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..sandbox import RunResult
 from ..skill import Skill
 from ..validation import schema_problem
+from .limits import JOIN_GRACE
 from .prompt import cap
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CodeExecutor"]
 
-#: How long the end of a run waits for the calls its code left running to unwind.
-JOIN_GRACE = 5.0
 #: Event loop ticks without a new call after which the parallel calls of a turn run.
 SETTLE_TICKS = 3
 

@@ -29,8 +29,8 @@ from ..tools import approval
 from ..tools.errors import CallSkipped
 from ..validation import validate_args
 from .durable import SCOPE, HostCall, failure, replay
-from .executor import JOIN_GRACE
 from .guidance import note_loaded
+from .limits import JOIN_GRACE
 
 if TYPE_CHECKING:
     from ..tools.approval import ApprovalRequest

@@ -27,7 +27,11 @@ if TYPE_CHECKING:
     from ..run_record import RunRecord
     from .run_state import RunState
 
-__all__ = ["agent_limits", "arm_deadline", "check_budget", "child_record", "tool_timeout"]
+__all__ = ["JOIN_GRACE", "agent_limits", "arm_deadline", "check_budget", "child_record", "tool_timeout"]
+
+#: How long the end of a run waits for what its code left running to unwind (a batch
+#: still forming, host calls being cancelled).
+JOIN_GRACE = 5.0
 
 
 def agent_limits(ctx: Context, config: Mapping[str, Any], persistent: bool) -> AgentLimits:

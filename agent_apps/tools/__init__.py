@@ -82,7 +82,7 @@ def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
 
 def own_skill_folder(ctx: Context) -> str | None:
     """The folder of the skill whose agent's code made the call ``ctx``, if any."""
-    from ..agent.guidance import agent_scope
+    from ..context import agent_scope  # here: context imports asyncio, and every manager imports this package
 
     scope = agent_scope(ctx)
     folder = scope.get("skill_dir") if scope is not None else None
@@ -92,7 +92,7 @@ def own_skill_folder(ctx: Context) -> str | None:
 def readable_folders(ctx: Context) -> tuple[str, ...]:
     """The folders the agent code that made the call ``ctx`` may read beyond the
     allowed paths: its skill's own, and those of the guidance skills it loaded."""
-    from ..agent.guidance import agent_scope
+    from ..context import agent_scope
 
     own = own_skill_folder(ctx)
     scope = agent_scope(ctx) or {}
