@@ -17,7 +17,9 @@ This package imports ``mcp`` only in the submodules that need it, so importing
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .server import SkillServer, build_server
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Endpoint", "SkillServer", "build_server", "expose_refs", "serve_http", "serve_stdio", "serving_http"]
 
-#: Where each public name lives: imported on first access (PEP 562).
+#: Where each public name lives: imported on first access (_lazy.py).
 _LAZY = {
     "SkillServer": "server",
     "build_server": "server",
@@ -36,13 +38,4 @@ _LAZY = {
     "serving_http": "transports",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

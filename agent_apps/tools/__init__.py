@@ -12,7 +12,9 @@ policy with human approval. See docs/security.md for the model as a whole.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -37,8 +39,8 @@ __all__ = [
     "set_approver",
 ]
 
-#: Where the classes and helpers above live: imported on first access, since every
-#: manager registers :class:`ToolsPlugin` and the approval machinery needs asyncio.
+#: Where the classes and helpers above live: imported on first access (_lazy.py), since
+#: every manager registers :class:`ToolsPlugin` and the approval machinery needs asyncio.
 _LAZY = {
     "ApprovalRequest": "approval",
     "Approver": "approval",
@@ -51,16 +53,7 @@ _LAZY = {
     "security_for": "settings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
 
 
 def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
