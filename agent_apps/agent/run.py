@@ -64,7 +64,7 @@ from .prompt import INVOKE_TOOL
 from .recorder import Recorder
 from .reporting import RunReporter
 from .run_state import RunState
-from .settings import RunSettings, settle
+from .settings import settle
 from .turns import HOOK_PARAMS, STOP_MESSAGES, TurnPolicy
 
 if TYPE_CHECKING:
@@ -85,8 +85,7 @@ class AgentRun:
     def __init__(self, ctx: Context, args: Mapping[str, Any]) -> None:
         self.ctx = ctx
         self.cm = ctx.manager.context_manager
-        self.settings: RunSettings = settle(ctx, args)
-        settings = self.settings
+        self.settings = settings = settle(ctx, args)
         # This agent's node in the run tree; everything below it (provider, code,
         # sub-agents) inherits it.
         self.record = child_record(ctx, settings.name, settings.supervision, settings.session, settings.limits)
