@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent_apps"
 FLOORS = {
     # the ground: no imports of our own, or only of each other
     "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
-    "_simple_schema": 0, "terminal": 0, "events": 0, "tracing": 0, "progress": 0,
+    "_simple_schema": 0, "_yaml_depth": 0, "terminal": 0, "events": 0, "tracing": 0, "progress": 0,
     # what a skill is, where an invocation sits in its run, the parse cache
     "skill": 1, "run_record": 1, "parse_cache": 1,
     # the kernel's rules: the config cascade, allowed-tools, validation, the Context
@@ -37,7 +37,7 @@ FLOORS = {
     "cli": 11, "__main__": 12,
 }
 
-#: Imports that run up a floor today, each with why it stays for now.
+#: Imports that run up a floor today, each with why it stays for now (docs/architecture.md counts them).
 KNOWN_UPWARDS = {
     ("manager", "agent.durable"): "cm.resume() and cm.decide() hand off to durable runs",
     ("manager", "batch"): "cm.batch() hands off to the batch runner",
@@ -166,11 +166,14 @@ def test_no_import_runs_up_a_floor():
         if _room(module) != _room(target) and FLOORS[_room(target)] > FLOORS[_room(module)]
     }
     assert set(upwards) - set(KNOWN_UPWARDS) == set(), upwards
+    # one that is gone leaves KNOWN_UPWARDS (and the count in docs/architecture.md)
+    assert set(KNOWN_UPWARDS) - set(upwards) == set()
 
 
 def test_no_new_import_circle():
     circles = _circles(_imports(_modules()))
     assert [c for c in circles if c not in KNOWN_CIRCLES] == []
+    assert [c for c in KNOWN_CIRCLES if c not in circles] == []  # one that opened leaves the list
 
 
 def test_rooms_stay_small_and_the_run_loop_short():
