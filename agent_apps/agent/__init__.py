@@ -5,6 +5,7 @@ the model) and the hook protocol documented in :mod:`agent_apps.agent.turns`.
 """
 
 from .prompt import INVOKE_TOOL
-from .run import HOOK_PARAMS, AgentRun
+from .run import AgentRun
+from .turns import HOOK_PARAMS
 
 __all__ = ["HOOK_PARAMS", "INVOKE_TOOL", "AgentRun"]

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..skill import Skill
 
-__all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "AgentRun"]
+__all__ = ["AgentRun"]
 
 #: The status of a run that ended with one of these errors (others: ``error``).
 _STATUS_OF: dict[type, str] = {BudgetExceeded: "budget", GuardrailTripped: "guardrail"}

@@ -14,11 +14,6 @@ pytestmark = pytest.mark.anyio
 MODES = ["auto", "legacy"]  # 2026-07-28 (direct dispatch) and the initialize handshake
 
 
-@pytest.fixture
-def server(context_manager, skills):
-    return SkillServer(context_manager)
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_visible_skills_are_tools_with_schemas(server, mode):
     async with Client(server.server, mode=mode) as client:

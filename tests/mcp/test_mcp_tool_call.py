@@ -17,11 +17,6 @@ pytestmark = pytest.mark.anyio
 MODES = ["auto", "legacy"]  # 2026-07-28 (direct dispatch) and the initialize handshake
 
 
-@pytest.fixture
-def server(context_manager, skills):
-    return SkillServer(context_manager)
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_agent_events_arrive_as_progress(server, mode):
     messages = []
