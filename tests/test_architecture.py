@@ -18,13 +18,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent_apps"
 FLOORS = {
     # the ground: no imports of our own, or only of each other
     "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
-    "_simple_schema": 0, "_yaml_depth": 0, "terminal": 0, "events": 0, "tracing": 0, "progress": 0,
+    "_simple_schema": 0, "_yaml_depth": 0, "terminal": 0, "tracing": 0, "progress": 0,
     # what a skill is, where an invocation sits in its run, the parse cache
     "skill": 1, "run_record": 1, "parse_cache": 1,
     # the kernel's rules: the config cascade, allowed-tools, validation, the Context
     "config": 2, "allowed_tools": 2, "validation": 2, "context": 2,
     "budget": 3, "agentskills": 3, "authority": 3, "middleware": 3,
-    "pipeline": 4, "admission": 4, "ref_args": 4, "frontmatter": 4,
+    # the event bus delivers a subscribed ref under its maker's authority
+    "pipeline": 4, "admission": 4, "ref_args": 4, "frontmatter": 4, "events": 4,
     # reading skill files; the sandbox and the state store stand beside them
     "loading": 5, "sandbox": 5, "state": 5, "stubs": 5,
     "searchpath": 6, "plugins": 6,
