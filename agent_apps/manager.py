@@ -146,9 +146,10 @@ class ContextManager:
 
     @property
     def state(self) -> StateStore:
-        """The state store (sessions, runs): ``state=`` (a path or ``":memory:"``), else
-        ``AGENT_APPS_STATE``, ``state.path`` from config, ``home/state.db``. The file
-        is opened on first use, so managers that run no agent never touch it."""
+        """The state store (sessions, runs): ``state=`` (a path, ``":memory:"`` or a
+        ``postgresql://`` URL), else ``AGENT_APPS_STATE``, ``state.path`` from config,
+        ``home/state.db``. It is opened on first use, so managers that run no agent
+        never touch it."""
         from .state import StateStore, state_path
 
         if not isinstance(self._state, StateStore):
