@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
         "context_window": 200_000,
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
         # the system prompt's context (docs/context.md)
-        "context": {"memory_chunks": 5, "retriever": "memory-search", "file_chars": 8000},
+        "context": {"memory_chunks": 5, "retriever": "memory-search", "search": "auto", "file_chars": 8000},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
         # supervision (docs/supervision.md): how many agents one run may start, how deep,
@@ -129,6 +129,8 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "context", "sensitive_data"): _STR,
     ("model", "context", "memory_chunks"): _INT,
     ("model", "context", "retriever"): _STR,
+    ("model", "context", "search"): _STR,
+    ("model", "context", "embedding_model"): _STR,
     ("model", "context", "file_chars"): _INT,
     ("model", "middleware"): "a list of strings",
     ("model", "budget"): _MAP,

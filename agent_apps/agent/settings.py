@@ -20,6 +20,7 @@ from ..config import call_config
 from ..errors import ArgsInvalid, ToolNotAllowed
 from ..run_record import AgentLimits
 from ..skill import is_skill_name
+from ..state.embeddings import SEARCH_MODES
 from ..state.sessions import session_id_problem
 from ..validation import schema_error
 from .limits import agent_limits, tool_timeout
@@ -55,6 +56,9 @@ class RunSettings:
     config: dict[str, Any]
     #: ``model.workspace`` as an absolute folder (docs/context.md), or None.
     workspace: Path | None
+    #: How memory-search ranks this agent's memory: ``search`` (``model.context.search``)
+    #: and ``embedding_model`` (an absolute folder, or None: the default model).
+    memory_search: Mapping[str, Any]
     #: The JSON Schema the ``finish()`` value must match, or None.
     returns: Any
     #: ``model.persistent``: the run never ends on its own.
@@ -113,8 +117,9 @@ class RunSettings:
             "exclude": list(self.exclude),
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
-            # its workspace (memory-search), the guidance it loaded and their folders
+            # its workspace and how memory-search ranks it, the guidance it loaded and their folders
             "workspace": str(self.workspace) if self.workspace is not None else None,
+            "memory": dict(self.memory_search),
             "loaded_skills": [],
             "loaded_folders": [],
             "retention": self.retention,
@@ -141,6 +146,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     workspace = resolve_workspace(cm, served_skill, call)
     if workspace is not None:
         config["workspace"] = str(workspace)
+    memory_search = _memory_search(ctx, config, cm.cwd)
     returns = args.get("returns")
     problem = schema_error(returns) if returns is not None else None
     if problem is not None:  # refused before the model is called, not at finish()
@@ -183,6 +189,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         provider=provider,
         config=config,
         workspace=workspace,
+        memory_search=memory_search,
         returns=returns,
         persistent=persistent,
         limits=limits,
@@ -202,6 +209,17 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         inherited=parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None,
         ancestor_context_id=parent_scope.get("context_id"),
     )
+
+
+def _memory_search(ctx: Context, config: Mapping[str, Any], cwd: Path) -> dict[str, Any]:
+    """``model.context.search`` (checked) and ``embedding_model`` (made absolute: a
+    relative folder is relative to the working directory)."""
+    options = config.get("context") or {}
+    search = options.get("search") or "auto"
+    if search not in SEARCH_MODES:
+        raise ArgsInvalid(ctx.skill.name, "config.context.search", f"must be one of {', '.join(SEARCH_MODES)}")
+    model = options.get("embedding_model")
+    return {"search": search, "embedding_model": str(cwd / Path(model).expanduser()) if model else None}
 
 
 def _below_agent_code(ctx: Context) -> bool:

@@ -364,6 +364,29 @@ UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'un
     WHERE created_by IS NOT NULL;
 """
 
+_V6 = """
+-- The embeddings of memory chunks, for semantic retrieval (docs/context.md): one per chunk
+-- (its rowid in memory_chunks), the model that made it, the SHA-256 of the text embedded
+-- (a chunk whose text is unchanged keeps its vector when its file is indexed again), and
+-- the vector: float32, little-endian. Ranked by cosine in the process (no extension).
+CREATE TABLE memory_vectors (
+    rowid INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+"""
+
+_PG_V6 = f"""
+CREATE TABLE memory_vectors (
+    rowid BIGINT PRIMARY KEY,
+    model {_T} NOT NULL,
+    digest {_T} NOT NULL,
+    vector BYTEA NOT NULL
+);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema, in each backend's SQL (a script of statements)."""
@@ -379,4 +402,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
     Migration(_V5, _PG_V5),
+    Migration(_V6, _PG_V6),
 )
