@@ -120,6 +120,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "compaction", "reserve"): _INT,
     ("model", "compaction", "stale_turns"): _INT,
     ("model", "compaction", "window_messages"): _INT,
+    ("model", "compaction", "during_run"): _BOOL,
     ("model", "compaction", "model"): _MAP,  # model keys for the summarizer's call
     ("model", "compaction", "model", "*"): _ANY,
     ("model", "history"): _STR,

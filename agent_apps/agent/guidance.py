@@ -69,13 +69,14 @@ def loaded_section(skills: Sequence[Skill]) -> str:
 
 async def remember(ctx: Context, skills: Iterable[Skill]) -> None:
     """Note skills that agent code loaded: their folders become readable by that
-    agent's code; a session whose content is kept remembers their names."""
+    agent's code; a session whose content is kept remembers their names (not one
+    seen off the record)."""
     scope = agent_scope(ctx)
     if scope is None or not note_loaded(scope, skills):
         return
     loaded = scope["loaded_skills"]
     session = ctx.run.session_id
-    if session is not None and scope.get("retention") == "permanent":
+    if session is not None and scope.get("retention") == "permanent" and not scope.get("read_only"):
         store = ctx.manager.context_manager.state
         await store.call(store.sessions.update_meta, session, {"loaded_skills": list(loaded)})
 

@@ -12,6 +12,9 @@ The agent policy already hears every step of a run through the hook events; the
   the skills their code called, args, result size, latency and error; totals), written
   after every turn and when the run ends.
 
+A run **off the record** (``read_only``) reads its session and writes nothing to it:
+no messages, no memory, and the session must exist already.
+
 Retention (``model.retention``) decides what is kept once the run ends: ``permanent``
 everything; ``run`` the messages and memory while the run lasts, removed when it ends;
 ``none`` no message content at all. Reports of runs that are not ``permanent`` keep no
@@ -51,6 +54,7 @@ class Recorder:
         retention: str,
         user_message: str,
         journal: AgentJournal | None = None,
+        read_only: bool = False,
     ) -> None:
         self.store = store
         self.record = record
@@ -58,8 +62,9 @@ class Recorder:
         self.journal = journal
         self.session = record.session_id
         self.retention = retention
+        self.read_only = read_only
         self.keeps_content = retention == "permanent"
-        self.writes_messages = self.session is not None and retention != "none"
+        self.writes_messages = self.session is not None and retention != "none" and not read_only
         self.started = time.time()
         self._clock = time.perf_counter()
         self.report: dict[str, Any] = {
@@ -75,6 +80,7 @@ class Recorder:
             "model": model,
             "session": self.session,
             "retention": retention,
+            **({"read_only": True} if read_only else {}),
             "status": "running",
             "started_at": self.started,
         }
@@ -82,6 +88,8 @@ class Recorder:
             self.report["user_message"] = user_message
         self.steps: list[dict[str, Any]] = []
         self.compaction: dict[str, Any] | None = None
+        #: the compactions during the run (compaction.RunCompaction), each with its turn
+        self.compactions: list[dict[str, Any]] = []
         #: user-side messages waiting for the next turn to end
         self._pending: list[Message] = [{"role": "user", "text": user_message}]
         self._step: dict[str, Any] | None = None
@@ -96,12 +104,17 @@ class Recorder:
     # -- start -------------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any] | None:
-        """Record the run's start; returns the memory the session's last run left."""
-        store, record = self.store, self.record
+        """Record the run's start; returns the memory the session's last run left. A run
+        off the record neither creates its session nor starts when it does not exist."""
+        store, record, session = self.store, self.record, self.session
 
         def begin() -> dict[str, Any] | None:
+            if session is not None and self.read_only:
+                memory = store.sessions.get(session).memory  # NotFound before anything is written
+                store.runs.start_agent(record, name=self.report["name"])
+                return memory
             store.runs.start_agent(record, name=self.report["name"])
-            return store.sessions.begin(self.session) if self.session is not None else None
+            return store.sessions.begin(session) if session is not None else None
 
         memory = self._memory_at_start = await store.call(begin)
         return memory  # retention decides what a run leaves, not what it may read
@@ -242,7 +255,7 @@ class Recorder:
             await journal.run.flush()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
-        forget = ended and session is not None
+        forget = ended and session is not None and not self.read_only
 
         def write() -> None:
             store.runs.finish_agent(record, status=status, report=report)
@@ -276,6 +289,8 @@ class Recorder:
         }
         if self.compaction is not None:
             report["compaction"] = self.compaction
+        if self.compactions:
+            report["compactions"] = self.compactions
         if self.record.ledger is not None:  # limits, and usage with the agents below this one
             report["budget"] = self.record.ledger.to_json()
         if final:

@@ -81,6 +81,9 @@ class RunSettings:
     retention: str
     #: The session this run continues, or None.
     session: str | None
+    #: Off the record: the run sees its session and writes nothing to it (no messages,
+    #: memory, summary or loaded guidance; no facts flushed to the workspace).
+    read_only: bool
     #: Budgets, spawn limits, priority and price (budget.py).
     supervision: Supervision
     #: ``model.parallel_tool_calls``: the calls of one answer run as one sandbox run.
@@ -123,6 +126,7 @@ class RunSettings:
             "loaded_skills": [],
             "loaded_folders": [],
             "retention": self.retention,
+            "read_only": self.read_only,
         }
 
 
@@ -168,6 +172,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     # A session continues only for the agent an invocation serves: sub-agents started by
     # agent code never write into their caller's.
     session = ctx.internals.get("session") or served.internals.get("session")
+    read_only = session is not None and bool(ctx.internals.get("read_only") or served.internals.get("read_only"))
     if session is not None:
         if untrusted_caller:
             raise ToolNotAllowed(caller.skill.name, ctx.skill.name, "agent code may not choose a session")  # type: ignore[union-attr]
@@ -201,6 +206,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         memory=dict(args.get("memory") or {}),
         retention=retention,
         session=session,
+        read_only=read_only,
         supervision=supervision,
         parallel=bool(config.get("parallel_tool_calls", True)),
         tool_timeout=timeout,

@@ -177,6 +177,10 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
     call_args = _call_args(args, skill.params)
     options: dict[str, Any] = {"session": args.session} if args.session else {}
+    if args.read_only:
+        if not args.session:
+            raise UsageError("--read-only applies to a session: give --session ID too")
+        options["read_only"] = True
     if args.timeout is not None:
         options["timeout"] = args.timeout
     if args.session:
@@ -185,6 +189,11 @@ def cmd_invoke(args: argparse.Namespace) -> int:
         problem = session_id_problem(args.session)
         if problem:
             raise UsageError(f"--session: {problem}")
+        if args.read_only and not cm.state.sessions.exists(args.session):
+            raise UsageError(
+                f"--session {args.session}: no such session, and a read-only run makes none "
+                "(agent-apps sessions list shows the sessions)"
+            )
     return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
 
 
@@ -392,6 +401,10 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument(
+        "--read-only", action="store_true", help="off the record: the agent sees the session's history and "
+        "writes nothing to it"
+    )
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
         "after this long"

@@ -220,6 +220,21 @@ class Sessions:
             meta = {**json.loads(row[0] or "{}"), **values}
             conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
 
+    def reset_guidance(self, session_id: str) -> builtins.list[str]:
+        """Forget the guidance skills the session's runs loaded (seed 004's
+        ``ResetSession``): later runs no longer get their text in the prompt nor read
+        their folders, until they load them again. The messages (those that loaded
+        them included) and the memory stay. Returns the names it forgot."""
+        lock = self.db.dialect.for_update
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT meta FROM sessions WHERE id = ?{lock}", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound("session", session_id, "agent-apps sessions list shows the sessions")
+            meta = json.loads(row[0] or "{}")
+            forgotten = meta.pop("loaded_skills", None) or []
+            conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
+        return [name for name in forgotten if isinstance(name, str)]
+
     def forget_run(self, session_id: str, run_id: str, *, memory: dict[str, Any] | None) -> None:
         """Retention ``run``: remove the messages a run added and put ``memory`` back."""
         with self.db.write() as conn:

@@ -52,11 +52,11 @@ def cm(skills, tmp_path, write_skill, skills_path):
     )
 
 
-async def agent(cm, code, *, session=None, **args):
+async def agent(cm, code, *, session=None, read_only=False, **args):
     """Run ``code`` as a scripted agent's one turn; returns what it finished with."""
     config = {"agent": "agent-scripted", "script": [{"code": code}]}
     call = {"prompt": "P", "user_message": "Go.", "config": config, **args}
-    options = {"session": session} if session else {}
+    options = {"session": session, "read_only": read_only} if session else {}
     return await cm.invoke("agent", call, config={"security": {"mode": "interactive"}}, **options)
 
 
@@ -172,6 +172,33 @@ async def test_a_session_remembers_what_was_loaded(cm, skills):
     assert "## Guidance you loaded earlier" not in await cm.invoke(
         "agent", {"prompt": "P", "config": {"agent": "echo-provider"}}
     )
+
+
+async def test_reset_guidance_forgets_what_the_session_loaded_and_keeps_its_messages(cm, skills):
+    checklist = str(skills / "code-review" / "references" / "CHECKLIST.md")
+    await agent(cm, probe({"load": ("load-skills", {"skills": ["code-review"]})}), session="s1")
+    messages = cm.state.sessions.messages("s1")
+    assert cm.state.sessions.reset_guidance("s1") == ["code-review"]
+    # the next run: no text in its prompt, the folder closed again; the history is whole
+    prompt = await cm.invoke("agent", {"prompt": "P", "config": {"agent": "echo-provider"}}, session="s1")
+    assert "## Guidance you loaded earlier" not in prompt
+    again = await agent(cm, probe({"read": ("file-read", {"path": checklist})}), session="s1")
+    assert again["read"].startswith("refused: ")
+    assert cm.state.sessions.messages("s1")[: len(messages)] == messages
+    # loading it again works as the first time
+    await agent(cm, probe({"load": ("load-skills", {"skills": ["code-review"]})}), session="s1")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["code-review"]
+
+
+async def test_guidance_loaded_off_the_record_is_not_remembered(cm, skills):
+    checklist = str(skills / "code-review" / "references" / "CHECKLIST.md")
+    await agent(cm, probe({"read": ("file-read", {"path": "nothing"})}), session="s1")  # the session exists
+    code = probe({"load": ("load-skills", {"skills": ["code-review"]}), "read": ("file-read", {"path": checklist})})
+    loaded = await agent(cm, code, session="s1", read_only=True)
+    assert loaded["load"].startswith("ok: ") and loaded["read"].startswith("ok: ")  # within the run, as usual
+    assert "loaded_skills" not in cm.state.sessions.get("s1").meta
+    later = await agent(cm, probe({"read": ("file-read", {"path": checklist})}), session="s1")
+    assert later["read"].startswith("refused: ")
 
 
 async def test_a_guidance_skill_invoked_directly_still_runs_as_an_agent(cm, skills):
