@@ -11,6 +11,8 @@ import pytest
 
 from agent_apps import ApprovalPending, ConfigError, ContextManager
 
+from .conftest import HARNESSES
+
 pytestmark = pytest.mark.anyio
 
 BIG = "x" * 2000  # about 500 tokens a tool result, as many its call
@@ -128,3 +130,22 @@ async def test_a_resumed_run_sends_the_windows_it_sent_before_without_summarizin
 async def test_a_bad_context_window_is_refused_before_the_first_turn(context_manager):
     with pytest.raises(ConfigError, match="model.context_window must be a positive number of tokens"):
         await run(context_manager, turns(1), model={"context_window": 0})
+
+
+@pytest.mark.skipif("agent-strands" not in HARNESSES, reason="needs the strands extra")
+async def test_agent_strands_sends_the_compacted_window_to_bedrock(context_manager):
+    from agent_apps.testing.conformance import strands_bedrock
+
+    with strands_bedrock() as harness:
+        # four blocks, then the summarizer's answer (the same fake model plays it), then the end
+        config = harness.config([*turns(4)[:-1], {"text": SUMMARY}, {"text": "Done."}])
+        call = {"prompt": "Test.", "user_message": "Print big blocks.", "config": {**config, **WINDOW}}
+        assert await context_manager.invoke("agent", call) == "Done."
+        requests = harness.fake.requests
+    (compaction,) = last_agent(context_manager).report["compactions"]
+    assert compaction["turn"] == 5 and compaction["summarized"]
+    summarizing, after = requests[4].body, requests[5].body
+    assert "You compact the earlier part of a conversation" in json.dumps(summarizing["system"])
+    first = after["messages"][0]
+    assert first["role"] == "user" and "The agent printed big blocks." in json.dumps(first)
+    assert len(after["messages"]) < len(requests[3].body["messages"]) + 2
