@@ -348,6 +348,38 @@ def test_unknown_ref_scheme_and_missing_path_are_explained(cli, capsys):
     assert "warning: --path /nonexistent/dir: no such directory" in capsys.readouterr().err
 
 
+def test_a_missing_skill_file_is_named_as_a_file(cli, tmp_path):
+    """Before: ``no skill named 'file:///…/nope.skill.py (no such file)'``."""
+    for command in ("invoke", "describe", "config"):
+        code, out, err = cli(command, str(tmp_path / "nope.skill.py"))
+        assert code == 2 and err == f"error: no skill file {tmp_path / 'nope.skill.py'}: No such file or directory\n"
+
+
+def test_describe_and_config_take_a_path_as_invoke_does(cli, skills_path):
+    code, out, err = cli("describe", str(skills_path / "count.skill.py"))
+    assert code == 0 and out.startswith("count: Count the words in a text."), err
+    code, out, err = cli("config", str(skills_path / "shout.skill.py"))
+    assert code == 0 and "model.max_turns" in out, err
+
+
+def test_config_and_list_show_paths_as_typed(cli, write_skill, skills_path, tmp_path, monkeypatch):
+    """Before: each source line held the skill's absolute path (lines of 170-190 characters)."""
+    write_skill("meta", 'frontmatter = {"metadata": {"model": {"region": "eu-west-1"}}}\nasync def main(ctx, args): ...\n')
+    monkeypatch.chdir(skills_path.parent)
+    code, out, _ = cli("config", "meta")
+    (row,) = [line for line in out.splitlines() if line.startswith("model.region")]
+    assert row.endswith("meta metadata (skills/meta.skill.py:1)")
+    monkeypatch.setenv("HOME", str(tmp_path.parent))
+    monkeypatch.chdir("/")
+    code, out, _ = cli("config", "meta")
+    (row,) = [line for line in out.splitlines() if line.startswith("model.region")]
+    assert row.endswith(f"meta metadata (~/{tmp_path.name}/skills/meta.skill.py:1)")
+    code, out, _ = cli("config", "meta", "--json")
+    assert json.loads(out)["sources"]["model.region"] == f"meta metadata ({skills_path / 'meta.skill.py'}:1)"
+    code, out, _ = cli("list", "--all")
+    assert f"~/{tmp_path.name}/skills/count.skill.py:" in out
+
+
 @pytest.mark.parametrize(
     ("address", "words"),
     [("127.0.0.1:99999", "a port from 0 to 65535"), ("0.0.0.0:8123", "without authentication")],

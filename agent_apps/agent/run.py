@@ -308,8 +308,18 @@ class AgentRun:
         except BaseException as exc:
             status = self.state["status"]  # set by _run for the errors it knows
             # shielded: a second cancel of this task must not lose the run's final status
-            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=exc))
+            error = {key: value for key, value in self._error_of(exc).items() if key in ("type", "message")}
+            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=error))
             raise
+
+    def _error_of(self, exc: BaseException) -> dict[str, Any]:
+        """What the run's events and its report say of the error it ended with: a task
+        cancelled under it reads as the cancellation it is, with the signal's reason."""
+        if isinstance(exc, AgentAppsError):
+            return exc.to_json()
+        if isinstance(exc, asyncio.CancelledError):
+            return {"type": "Cancelled", "message": self.ctx.signal.reason or "cancelled"}
+        return {"type": type(exc).__name__, "message": str(exc)}
 
     async def _run(self, recorder: Recorder, visible: Any) -> Any:
         from .assembly import assemble
@@ -424,13 +434,7 @@ class AgentRun:
                 self.state["status"] = "budget" if over is not None else "cancelled"
             elif self.state["status"] == "running":
                 self.state["status"] = _STATUS_OF.get(type(exc), "error")
-            reported = over if over is not None else exc
-            error = (
-                reported.to_json()
-                if isinstance(reported, AgentAppsError)
-                else {"type": "Cancelled", "message": "cancelled"}
-            )
-            self._emit("agent-error", error=error, status=self.state["status"])
+            self._emit("agent-error", error=self._error_of(over or exc), status=self.state["status"])
             if halted is not None:
                 raise halted from None
             if over is not None and isinstance(exc, Cancelled):

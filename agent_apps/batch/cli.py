@@ -15,8 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _Parser
-from ..scheduling.cli import _number
+from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
 __all__ = ["parse"]
 
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"agent-apps batch: every one of the {total} inputs has a result in {args.output}", file=sys.stderr)
         if failed_before:
             print(f"error: {failed_before} of {total} runs failed; their errors are in {args.output} "
-                  "(--rerun-failed runs them again)", file=sys.stderr)
+                  "(once fixed, --resume --rerun-failed runs them again)", file=sys.stderr)
         return EXIT_FAILED if failed_before else EXIT_OK
     try:
         results = ResultsFile(args.output, inputs)
@@ -141,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         first = _first_failure(progress, failed_before)
         print(
-            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output}",
+            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output} "
+            "(once fixed, --resume --rerun-failed runs them again)",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -13,9 +13,10 @@ import argparse
 import gc
 import importlib
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ..errors import AgentAppsError
@@ -171,9 +172,14 @@ def _manager(args: argparse.Namespace) -> Any:
     return ContextManager(search_path=args.path)
 
 
+def _skill(cm: Any, ref: str) -> Any:
+    """The skill a command line names: a name on the search path, or a path to a skill file."""
+    return cm.get(ref) if _is_name(ref) else cm._resolve(ref, None)
+
+
 def cmd_invoke(args: argparse.Namespace) -> int:
     cm = _manager(args)
-    skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
+    skill = _skill(cm, args.name)
     call_args = _call_args(args, skill.params)
     options: dict[str, Any] = {"session": args.session} if args.session else {}
     if args.timeout is not None:
@@ -263,6 +269,22 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``cast`` at least (or above) ``least``."""
+    what = "a number of seconds" if cast is float else "a whole number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value) or value < least or (above and value == least):
+            raise argparse.ArgumentTypeError(f"must be {'greater than' if above else 'at least'} {least:g}, not {text}")
+        return value
+
+    return parse
 
 
 def _seconds(text: str) -> float:

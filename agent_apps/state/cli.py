@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _Parser, _table
+from ..cli import _number, _Parser, _table
 from . import open_store
 from .errors import SnapshotInvalid
 
@@ -57,7 +57,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = sub.add_parser("list", parents=[common], help="recent runs, newest first")
     p.add_argument("--session", metavar="ID", help="only runs of this session")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (default 50; 0: all)")
+    p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
     p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
@@ -241,7 +241,8 @@ def runs_show(args: argparse.Namespace) -> int:
         session = f", session {agent.session_id}" if agent.session_id else ""
         out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
         if report.get("error"):
-            out.write(f"{pad}  error: {report['error'].get('type')}: {_short(report['error'].get('message', ''))}\n")
+            message = _short(report["error"].get("message") or "")
+            out.write(f"{pad}  error: {report['error'].get('type')}{': ' + message if message else ''}\n")
         if report.get("compaction"):
             out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
         for step in report.get("steps") or ():

@@ -93,6 +93,43 @@ def test_runs_list_and_show(capsys, skills):
     assert code == 2 and "no run 'ffffffff'" in err
 
 
+SLOW = """
+---
+description: Waits.
+metadata:
+  model:
+    agent: agent-scripted
+    script:
+      - code: |
+          import asyncio
+          await asyncio.sleep(60)
+      - text: "Done."
+---
+Wait.
+"""
+
+
+def test_a_cancelled_agent_shows_the_reason_it_was_cancelled(capsys, skills):
+    """Before: ``runs show`` printed an empty ``error: CancelledError:`` for an agent whose
+    run timed out."""
+    (skills / "slow.skill.md").write_text(textwrap.dedent(SLOW).lstrip())
+    code, _, err = run(capsys, "invoke", "slow", "--path", skills, "--timeout", "1")
+    assert code == 1 and "timed out after 1 s" in err
+    code, out, _ = run(capsys, "runs", "list", "--json")
+    (listed,) = json.loads(out)
+    code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
+    assert json.loads(out)["agents"][0]["report"]["error"] == {"type": "Cancelled", "message": "timed out after 1 s"}
+    code, out, _ = run(capsys, "runs", "show", listed["id"])
+    assert "    error: Cancelled: timed out after 1 s\n" in out
+
+
+@pytest.mark.parametrize("limit", ["-3", "x", "1.5"])
+def test_runs_list_refuses_a_limit_that_is_not_a_count(capsys, limit):
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "list", "--limit", limit])
+    assert info.value.code == 2 and capsys.readouterr().err.splitlines()[-1].startswith("error: argument --limit: ")
+
+
 def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     lines = ["{", '  "format": "agent-apps/session",', '  "version": 1,', '  "id": "x",', '  "messages": [']
