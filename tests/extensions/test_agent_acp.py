@@ -293,6 +293,50 @@ async def test_a_failing_prompt_is_an_error_event_then_one_line(run, events):
     assert of_type(events, "agent-error")
 
 
+def _provider_module():
+    """The provider's implementation, as the skill loader imported it."""
+    path = str(Path(__file__).resolve().parents[2] / "extensions" / "agent" / "acp" / "session.py")
+    return next(m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path)
+
+
+async def test_calls_announced_together_stay_one_turn_however_late_their_announcements_are_read(
+    run, events, monkeypatch
+):
+    """The run reads what the CLI streams in a task of its own, which lags behind on a busy
+    machine. Before: a call announced with the first but read after the first call's
+    result was taken for the agent's next turn; the first call had finished the task, so
+    the run stopped there, and the second call was refused without a word (the
+    conformance suite's test_directive_deny_is_obeyed failed under load)."""
+    assert await run([{"text": "Loaded."}]) == "Loaded."
+    client = _provider_module()._Client
+    real = client.session_update
+    held: list = []
+    released = asyncio.Event()
+
+    async def lagging(self, session_id, update, **kwargs):
+        """From the second call's announcement on, updates reach the run only once the
+        first call's result has been reported: the reader fell behind."""
+        second = getattr(update, "session_update", None) == "tool_call" and update.tool_call_id == "call-2"
+        if not released.is_set() and (held or second):
+            held.append(update)
+            if len(held) == 1:
+                while not of_type(events, "tool-result"):
+                    await asyncio.sleep(0.01)
+                for late in held:  # in the order the CLI sent them
+                    await real(self, session_id, late, **kwargs)
+                released.set()
+            return
+        await real(self, session_id, update, **kwargs)
+
+    monkeypatch.setattr(client, "session_update", lagging)
+    events.clear()
+    turns = [{"code": ["ctx.manager.finish(1)", "print('must not run')"]}]
+    assert await run(turns, config={"parallel_tool_calls": False}) == 1
+    texts = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
+    assert released.is_set() and not any("must not run" in t for t in texts)
+    assert any("denied" in t for t in texts), texts
+
+
 # -- cancellation and processes -------------------------------------------------------------------------
 
 

@@ -391,7 +391,7 @@ class AcpRun:
                 reason = directive.get("deny") if directive else "the run has ended"
                 result: dict[str, Any] = {"text": f"Tool call denied: {reason}", "error": True}
                 await self._guarded_hook({**call, "type": "tool-result", "result": result})
-                self.results_seen = True
+                self._result_given()
                 return result
         try:
             result = await cctx.manager.invoke(self.invoke_ref, {"code": code})
@@ -400,9 +400,18 @@ class AcpRun:
             return {"text": f"{type(exc).__name__}: {exc}", "error": True}
         async with self.lock:
             self.conversation_chars += len(code) + len(str(result.get("text", "")))
-            self.results_seen = True
+            self._result_given()
             await self._guarded_hook({**call, "type": "tool-result", "result": result})
         return result
+
+    def _result_given(self) -> None:
+        """The CLI has our result: what it says next is its next turn. A CLI that announces
+        its calls also reports their end in its stream (``tool_call_update``), in order
+        with the rest, where :meth:`_on_update` sees it; so only for one that does not is
+        the answer we gave it the mark. (Read from here, the mark raced the stream: a call
+        announced with this one but read after its result opened a turn of its own.)"""
+        if not self.announcing:
+            self.results_seen = True
 
     async def _await_announcement(self, code: str) -> None:
         if self.announcing is False:
