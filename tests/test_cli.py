@@ -190,7 +190,7 @@ def _run(*argv, cwd, **kw):
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kw)
 
 
-HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray")
+HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "argcomplete")
 
 
 def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, write_skill):
@@ -252,7 +252,7 @@ def test_a_command_line_builds_the_parser_of_its_command_only(capsys):
     from agent_apps.cli import _COMMANDS, _GROUPS, _parser
 
     assert set(_parser("list")[1]) == {"list"}
-    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == {"invoke", "list", "describe", "config", "resume"}
+    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == {"invoke", "run", "list", "describe", "config", "resume"}
     with pytest.raises(SystemExit):
         main(["--help"])
     listed = capsys.readouterr().out

@@ -17,11 +17,19 @@ from typing import Any
 
 from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``batch ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_intermixed_args(argv[1:])
+    args.command = "batch"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``batch`` (also the shell's completion of it)."""
     parser = _Parser(
         prog="agent-apps batch",
         description="Run NAME once per line of a JSONL file (one JSON object of args a line), several at "
@@ -52,10 +60,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)"
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_intermixed_args(argv[1:])
-    args.command = "batch"
-    args.run = run
-    return args
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         cm.config_for(None)
     except AgentAppsError as exc:
         errors.append(exc)
+    listed = [entry for entry in catalog.entries if _matches(entry.skill, args.pattern)]
     if args.json:
         entries = [
             {
@@ -36,7 +37,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "hidden": entry.skill.hidden,
                 "shadowed_by": entry.shadowed_by.where() if entry.shadowed_by else None,
             }
-            for entry in catalog.entries
+            for entry in listed
             if args.all or (entry.shadowed_by is None)
         ]
         json.dump(
@@ -48,17 +49,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         rows: list[tuple[str, ...]] = []
         shown = _paths_as_typed(str(cm.cwd))
-        for entry in sorted(catalog.entries, key=lambda e: e.skill.name):
+        for entry in sorted(listed, key=lambda e: e.skill.name):
             skill = entry.skill
             if not args.all and (entry.shadowed_by is not None or skill.hidden):
                 continue
-            if args.all:
+            if args.quiet:  # names only: for scripts, and the shell's completion
+                rows.append((skill.name,))
+            elif args.all or args.verbose:
                 note = f"shadowed by {shown(entry.shadowed_by.where())}" if entry.shadowed_by else ""
                 note += " hidden" if skill.hidden else ""
                 rows.append((skill.name, skill.origin, shown(skill.where()), note.strip()))
             else:
                 rows.append((skill.name, _first_line(skill.description)))
         _table(rows, sys.stdout)
+        if args.pattern and not rows and not args.quiet:
+            print(f"no skill matches {args.pattern!r}", file=sys.stderr)
     if errors:
         print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
         for error in errors:
@@ -207,9 +212,30 @@ class _Printable:
         self.stream.flush()
 
 
+def _matches(skill: Any, pattern: str | None) -> bool:
+    """``list PATTERN``: a glob over names (``file-*``); without glob characters, words
+    found in the name or the description, in any case (``list notes``)."""
+    if pattern is None:
+        return True
+    if any(c in pattern for c in "*?["):
+        from fnmatch import fnmatchcase
+
+        return fnmatchcase(skill.name, pattern)
+    return pattern.lower() in skill.name or pattern.lower() in (skill.description or "").lower()
+
+
 def _list_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
+    p = sub.add_parser(
+        "list", parents=[common], help="list the skills on the search path",
+        description="List the skills on the search path, with the first line of each description; "
+        "PATTERN keeps those whose name matches it (a glob: 'file-*') or, without glob characters, "
+        "whose name or description holds it.",
+    )
+    p.add_argument("pattern", metavar="PATTERN", nargs="?", help="a glob over names, or words to look for")
     p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="names only, one a line")
+    shown.add_argument("-v", "--verbose", action="store_true", help="with each skill's origin and file")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument(
         "--strict", action="store_true", help="warnings (e.g. the Agent Skills rules) are errors: exit 1"
