@@ -98,6 +98,17 @@ def test_list_hides_hidden_and_shows_first_lines(cli):
     assert not any(line.startswith("secret") for line in lines)
 
 
+def test_list_a_pattern_names_only_or_with_files(cli, skills_path):
+    code, out, _ = cli("list", "c*")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["count", "crash"]
+    code, out, _ = cli("list", "words in a text", "-q")
+    assert out == "count\n"  # without glob characters: words of the name or the description
+    code, out, _ = cli("list", "shout", "-v")
+    assert out.split() == ["shout", "path", str(skills_path / "shout.skill.py") + ":1"]
+    code, out, err = cli("list", "nothing-like-this")
+    assert code == 0 and out == "" and "no skill matches 'nothing-like-this'" in err
+
+
 def test_list_all_shows_origins_and_shadowing(cli, write_skill, skills_path):
     write_skill("skill-list", "frontmatter = {}\nasync def main(ctx, args):\n    return []\n")
     code, out, err = cli("list", "--all")
@@ -252,7 +263,8 @@ def test_a_command_line_builds_the_parser_of_its_command_only(capsys):
     from agent_apps.cli import _COMMANDS, _GROUPS, _parser
 
     assert set(_parser("list")[1]) == {"list"}
-    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == {"invoke", "run", "list", "describe", "config", "resume"}
+    intermixed = {"invoke", "run", "list", "describe", "config", "resume"}
+    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == intermixed
     with pytest.raises(SystemExit):
         main(["--help"])
     listed = capsys.readouterr().out
@@ -364,7 +376,8 @@ def test_describe_and_config_take_a_path_as_invoke_does(cli, skills_path):
 
 def test_config_and_list_show_paths_as_typed(cli, write_skill, skills_path, tmp_path, monkeypatch):
     """Before: each source line held the skill's absolute path (lines of 170-190 characters)."""
-    write_skill("meta", 'frontmatter = {"metadata": {"model": {"region": "eu-west-1"}}}\nasync def main(ctx, args): ...\n')
+    meta = 'frontmatter = {"metadata": {"model": {"region": "eu-west-1"}}}\nasync def main(ctx, args): ...\n'
+    write_skill("meta", meta)
     monkeypatch.chdir(skills_path.parent)
     code, out, _ = cli("config", "meta")
     (row,) = [line for line in out.splitlines() if line.startswith("model.region")]
