@@ -104,7 +104,7 @@ def _say(msg: str, quiet: bool) -> None:
 
 
 #: What the first build takes, as the messages and docs/sandbox.md say (measured there).
-BUILD_TIME = "about 40 s on a quiet machine, 2 minutes on a busy one"
+BUILD_TIME = "about 2 minutes on a busy 2-core machine, less on a quiet one"
 
 
 @contextmanager
