@@ -277,8 +277,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     cm = _manager(args)
     run = cm.state.runs.get(args.run_id)
     point = cm.state.journal.checkpoint(run.id)
-    invocation = point.invocation if point is not None else {}
-    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]
+    invocation = point.invocation if point is not None and not point.invocation.get("imported") else {}
+    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]  # never an imported file's
     cwd = invocation.get("cwd")
     if recorded or (cwd and os.path.isdir(cwd) and os.path.realpath(cwd) != os.path.realpath(cm.cwd)):
         # where the run found its skills the first time, whatever the current directory

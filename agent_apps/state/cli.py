@@ -347,14 +347,14 @@ def runs_export(args: argparse.Namespace) -> int:
 
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
+    from ..manager import ContextManager
     from .run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
-    run = import_run(store, text, source=source)
-    from ..manager import ContextManager
-
-    for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
+    cm = ContextManager(search_path=args.path, state=store)
+    run = import_run(store, text, source=source, skills=cm.catalog.skills)
+    for warning in tool_changes(json.loads(text), cm):
         print(f"warning: {warning}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
     hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""

@@ -176,5 +176,21 @@ CREATE TABLE memory_files (
 CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, tokenize = 'porter unicode61');
 """
 
+_V5 = """
+-- The authority of whoever made a schedule or a persisted subscription (JSON: the
+-- allowed-tools of the invocation that made it, whether that was agent code, who it was;
+-- NULL: made from Python or the command line). Its runs run under it (docs/security.md).
+ALTER TABLE schedules ADD COLUMN authority TEXT;
+ALTER TABLE subscriptions ADD COLUMN authority TEXT;
+-- Rows made by a skill before this version did not record the maker's allowed-tools:
+-- they may call their own ref and nothing else, as agent code if agent code made them.
+UPDATE schedules SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
