@@ -266,7 +266,7 @@ def test_call_time_config_and_the_agent_config_arg_are_checked(write_skill, cont
     ) as info:
         context_manager.invoke_sync("echo", config={"model": {"agnt": "x"}})
     assert info.value.call_error
-    assert context_manager.invoke_sync("echo", config={"model": {"agent": "x"}}) == "agent-strands"
+    assert context_manager.invoke_sync("echo", config={"model": {"agent": "x"}}) == "x"  # the call is the top layer
     with pytest.raises(ConfigError, match=r"unknown config key 'model.max_turn' \(did you mean 'model.max_turns'\?\)"):
         context_manager.invoke_sync("agent", {"config": {"agent": "agent-scripted", "max_turn": 2}})
 
