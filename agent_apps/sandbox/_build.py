@@ -104,7 +104,7 @@ def _say(msg: str, quiet: bool) -> None:
 
 
 #: What the first build takes, as the messages and docs/sandbox.md say (measured there).
-BUILD_TIME = "about 2 minutes on a busy 2-core machine, less on a quiet one"
+BUILD_TIME = "about 30 s on a 2-core machine, up to 2 minutes when it is busy"
 
 
 @contextmanager
