@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as, invoke_as, narrows
 from .errors import ArgsInvalid, SkillLoadError, SkillNotFound, ToolNotAllowed
+from .frontmatter import skill_from_frontmatter
 from .skill import Skill, is_skill_name
 from .validation import check_schemas, validate_args
 
@@ -194,7 +195,7 @@ def _prompt(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
     if allowed is not None:
         frontmatter["allowed-tools"] = allowed
     try:
-        skill = Skill.from_frontmatter(
+        skill = skill_from_frontmatter(
             frontmatter, default_name=name, kind="prompt", origin="registered", body=definition["body"]
         )
         check_schemas(skill)

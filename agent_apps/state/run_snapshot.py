@@ -185,12 +185,14 @@ def import_run(
             pass
         else:
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
-        conn.execute(
+        made = conn.execute(
             "INSERT INTO runs (id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, "
-            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?) ON CONFLICT (id) DO NOTHING",
             (run["id"], run.get("session_id"), run["name"], run["status"], run["started_at"], run.get("ended_at"),
              int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
-        )  # fmt: skip
+        ).rowcount  # fmt: skip
+        if not made:  # imported by another process meanwhile
+            raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
         conn.executemany(
             "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, "
             "report, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

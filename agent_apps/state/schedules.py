@@ -5,9 +5,12 @@ skills over it) and is how schedulers share the work: :meth:`Schedules.claim` ta
 due times that are due, decides what a missed stretch gets (``catch_up``), moves the
 schedule's ``next_at`` past them and records one row per due time it will run, all in
 one write transaction. Two schedulers on one store therefore never run a due time twice:
-whoever takes the write lock first moves ``next_at``, and ``(schedule_id, due_at)`` is
-the key of ``schedule_runs`` besides. Every run is also a row of ``runs`` (``agent-apps
-runs list`` shows it), made with the claim; :meth:`Schedules.finish_run` ends it.
+on SQLite whoever takes the write lock first moves ``next_at``; on PostgreSQL each
+scheduler locks the due schedules it takes (``FOR UPDATE SKIP LOCKED``), so schedulers
+on several machines claim side by side, each due schedule by one of them; and
+``(schedule_id, due_at)`` is the key of ``schedule_runs`` besides. Every run is also a
+row of ``runs`` (``agent-apps runs list`` shows it), made with the claim;
+:meth:`Schedules.finish_run` ends it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 from ..authority import Authority
 from ..scheduling.timing import CATCH_UP, When, iso
-from ._db import Database
+from ._db import Cursor, Database
 from .errors import AlreadyExists, NotFound
 
 __all__ = ["MAX_CATCH_UP", "Claim", "Claimed", "ScheduleInfo", "Schedules"]
@@ -140,13 +143,14 @@ class Schedules:
         now = time.time() if now is None else now
         ident = secrets.token_hex(4)
         with self.db.write() as conn:
-            if name is not None and conn.execute("SELECT 1 FROM schedules WHERE name = ?", (name,)).fetchone():
-                raise AlreadyExists("schedule", name, "schedule-delete removes it; or choose another name")
-            conn.execute(
-                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            made = conn.execute(
+                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+                "ON CONFLICT (name) DO NOTHING",
                 (ident, name, ref, _dump(args), when.every, when.cron, when.tz, when.at, catch_up, now, created_by,
                  when.first(now), _dump(authority.to_json()) if authority is not None else None),
-            )
+            ).rowcount
+            if not made:
+                raise AlreadyExists("schedule", str(name), "schedule-delete removes it; or choose another name")
         return self.get(ident)
 
     def list(self) -> builtins.list[ScheduleInfo]:
@@ -202,35 +206,44 @@ class Schedules:
         if limit <= 0:
             return out
         with self.db.write() as conn:
+            # the due schedules no other scheduler is claiming right now (on PostgreSQL, where
+            # several claim at once: their rows are locked till they commit); SQLite's write
+            # transaction holds the whole store
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at",
-                (now,),
+                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at "
+                f"LIMIT ?{self.db.dialect.skip_locked}",
+                (now, limit),
             ).fetchall()
+            # every statement first, their outcomes after: on PostgreSQL they travel together
+            made: builtins.list[tuple[Claim, Cursor]] = []
             for row in rows:
-                if len(out.claims) >= limit:
+                if len(made) >= limit:
                     break
                 info = _info(row)
-                due, skipped, next_at = _plan(info, now, limit - len(out.claims), grace)
+                due, skipped, next_at = _plan(info, now, limit - len(made), grace)
                 for due_at in due:
                     run_id = _run_id()
-                    claimed = conn.execute(
+                    inserted = conn.execute(
                         "INSERT INTO schedule_runs (schedule_id, due_at, run_id, status, claimed_at, pid, host) "
                         "VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING",
                         (info.id, due_at, run_id, now, os.getpid(), _HOST),
-                    ).rowcount
-                    if not claimed:  # cannot happen while next_at only moves forward; never run it twice
-                        continue
+                    )
                     conn.execute(
                         "INSERT INTO runs (id, session_id, name, status, started_at, pid, host) "
                         "VALUES (?, NULL, ?, 'running', ?, ?, ?)",
                         (run_id, info.ref, now, os.getpid(), _HOST),
                     )
-                    out.claims.append(Claim(info, due_at, run_id))
+                    made.append((Claim(info, due_at, run_id), inserted))
                 if skipped:
                     out.skipped.append((info, skipped))
                 conn.execute(
                     "UPDATE schedules SET next_at = ?, missed = missed + ? WHERE id = ?", (next_at, skipped, info.id)
                 )
+            for claim, inserted in made:
+                if inserted.rowcount:
+                    out.claims.append(claim)
+                else:  # cannot happen while next_at only moves forward; never run it twice
+                    conn.execute("DELETE FROM runs WHERE id = ?", (claim.run_id,))
         return out
 
     def finish_run(self, claim: Claim, *, status: str, error: str | None = None, now: float | None = None) -> None:

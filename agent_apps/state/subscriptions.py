@@ -11,14 +11,13 @@ from __future__ import annotations
 import builtins
 import json
 import secrets
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..authority import Authority
 from ..events import PERSISTED_PREFIX
-from ._db import Database
+from ._db import Connection, Database
 from .errors import NotFound
 
 __all__ = ["SubscriptionInfo", "Subscriptions"]
@@ -76,7 +75,7 @@ class Subscriptions:
                 raise NotFound("subscription", ident)
 
     @staticmethod
-    def read(conn: sqlite3.Connection) -> builtins.list[SubscriptionInfo]:
+    def read(conn: Connection) -> builtins.list[SubscriptionInfo]:
         """The stored subscriptions, oldest first, through an open connection."""
         rows = conn.execute(
             "SELECT id, topic, ref, created_at, created_by, authority FROM subscriptions ORDER BY created_at, id"

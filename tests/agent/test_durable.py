@@ -608,6 +608,28 @@ def test_the_command_line_checkpoints_then_other_processes_approve_and_resume(tm
     assert again.returncode == 2 and "it already ended (status done)" in again.stderr
 
 
+def test_on_a_shared_postgresql_store_approve_and_resume_happen_on_other_machines(tmp_path, postgres_url):
+    """Three processes, each with a home of its own (as on three machines), one store."""
+    _project(tmp_path, {"agent": "agent-scripted", "script": TURNS})
+    machines = [_env(tmp_path, AGENT_APPS_HOME=str(tmp_path / f"machine{i}"), AGENT_APPS_STATE=postgres_url)
+                for i in range(3)]  # fmt: skip
+    first = _cli(tmp_path, machines[0], "invoke", "scribe", "--path", "skills")
+    assert first.returncode == 3, first.stderr
+    (line,) = [ln for ln in first.stderr.splitlines() if ln.startswith("agent-apps: run ")]
+    run_id = line.split("run ", 1)[1].split()[0]
+    shown = _cli(tmp_path, machines[1], "runs", "show", run_id[:10])
+    assert "waiting for approval of file-write" in shown.stdout, shown.stderr
+    approved = _cli(tmp_path, machines[1], "approve", run_id[:10])
+    assert approved.returncode == 0, approved.stderr
+    resumed = _cli(tmp_path, machines[2], "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "Done."
+    assert (tmp_path / "out.txt").read_text() == "hello\n" and len(counted(tmp_path)) == 2  # nothing done twice
+    listed = json.loads(_cli(tmp_path, machines[0], "runs", "list", "--json").stdout)
+    assert [(run["id"], run["status"]) for run in listed] == [(run_id, "done")]
+    assert not any((tmp_path / f"machine{i}" / "state.db").exists() for i in range(3))
+
+
 def test_a_persistent_run_killed_mid_way_is_resumed(tmp_path):
     hang = """
 import asyncio

@@ -6,7 +6,6 @@ would, and a subscription fired in another ContextManager does too."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from agent_apps.authority import Authority
 from agent_apps.cli import main as cli_main
 from agent_apps.errors import ArgsInvalid
 from agent_apps.scheduling import Scheduler, When
-from agent_apps.state import StateStore
+from agent_apps.state import StateStore, _postgres, _sqlite
 from agent_apps.state.schema import MIGRATIONS
 
 from .conftest import ALLOW, FakeClock
@@ -243,23 +242,22 @@ def test_every_out_of_range_on_the_command_line_is_exit_status_2(skills, skills_
     assert StateStore(str(tmp_path / "cli.db")).schedules.list() == []  # nothing half made
 
 
-def test_schedules_made_before_authorities_were_recorded_may_call_their_ref_only(tmp_path):
-    path = tmp_path / "old.db"
-    conn = sqlite3.connect(path)
-    for script in MIGRATIONS[:4]:
-        conn.executescript(script)
-    conn.execute("PRAGMA user_version = 4")
-    rows = [("a", "agent", "agent code of helper"), ("b", "my-report", "my-setup"), ("c", "my-report", None)]
-    for ident, ref, by in rows:
-        conn.execute(
-            "INSERT INTO schedules (id, ref, args, every, catch_up, created_at, created_by, next_at) "
-            "VALUES (?, ?, '{}', 60, 'one', 0, ?, 60)",
-            (ident, ref, by),
-        )
-    conn.execute("INSERT INTO subscriptions VALUES ('psub-1', 't', 'my-report', 0, 'agent code of helper')")
-    conn.commit()
-    conn.close()
-    store = StateStore(str(path))
+def test_schedules_made_before_authorities_were_recorded_may_call_their_ref_only(state_location, monkeypatch):
+    with monkeypatch.context() as release_4:  # a store of the release before authorities
+        for backend in (_sqlite, _postgres):
+            release_4.setattr(backend, "MIGRATIONS", MIGRATIONS[:4])
+        old = StateStore(state_location)
+        rows = [("a", "agent", "agent code of helper"), ("b", "my-report", "my-setup"), ("c", "my-report", None)]
+        with old.db.write() as conn:
+            for ident, ref, by in rows:
+                conn.execute(
+                    "INSERT INTO schedules (id, ref, args, every, catch_up, created_at, created_by, next_at) "
+                    "VALUES (?, ?, '{}', 60, 'one', 0, ?, 60)",
+                    (ident, ref, by),
+                )
+            conn.execute("INSERT INTO subscriptions VALUES ('psub-1', 't', 'my-report', 0, 'agent code of helper')")
+        old.close()
+    store = StateStore(state_location)  # opened by this release: migrated
     authorities = {s.id: s.authority for s in store.schedules.list()}
     assert authorities["a"].to_json() == {"allowed_tools": "agent", "untrusted": True, "by": "agent code of helper"}
     assert authorities["b"].to_json() == {"allowed_tools": "my-report", "untrusted": False, "by": "my-setup"}

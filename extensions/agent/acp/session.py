@@ -69,8 +69,8 @@ from acp.schema import (
 
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import AgentAppsError, Cancelled
+from agent_apps.mcp import expose_refs
 from agent_apps.mcp.bridge import ALIVE_ENV, RUN_LOCK, hold_run_lock
-from agent_apps.mcp.server import expose_refs
 from agent_apps.tools.errors import PermissionDenied
 from agent_apps.tools.middleware import permit
 from agent_apps.tools.subprocess import build_env
