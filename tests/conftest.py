@@ -37,6 +37,10 @@ def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home, tmp, cache = root / "home", root / "tmp", root / "home" / ".cache" / "agent-apps"
     for folder in (home, tmp, cache / "sandbox"):
         folder.mkdir(parents=True)
+    # a temporary folder as the system's is: other users (the throwaway PostgreSQL server
+    # runs as postgres under root) reach their own folders in it
+    root.chmod(0o755)
+    tmp.chmod(0o1777)
     if shared.is_file():
         (cache / "sandbox" / shared.name).symlink_to(shared)
     with pytest.MonkeyPatch.context() as patch:
