@@ -59,9 +59,7 @@ _gc_paused = False
 def main(argv: Sequence[str] | None = None) -> int:
     global _gc_paused
     if argv is None and "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (Tab)
-        from .completion import complete
-
-        complete()
+        importlib.import_module("agent_apps.cli.completion").complete()  # as every command's module
     if argv is not None or not gc.isenabled():  # a caller's own process (a test): its collector as it is
         return _main(list(sys.argv[1:] if argv is None else argv))
     gc.disable()  # until the start is over: see _start_done()
