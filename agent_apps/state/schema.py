@@ -364,7 +364,8 @@ UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'un
     WHERE created_by IS NOT NULL;
 """
 
-_V6 = """
+_V10 = """
+-- Migration 10 (6 to 9 are other branches'; until they are merged it is applied sixth).
 -- The embeddings of memory chunks, for semantic retrieval (docs/context.md): one per chunk
 -- (its rowid in memory_chunks), the model that made it, the SHA-256 of the text embedded
 -- (a chunk whose text is unchanged keeps its vector when its file is indexed again), and
@@ -377,7 +378,7 @@ CREATE TABLE memory_vectors (
 );
 """
 
-_PG_V6 = f"""
+_PG_V10 = f"""
 CREATE TABLE memory_vectors (
     rowid BIGINT PRIMARY KEY,
     model {_T} NOT NULL,
@@ -402,5 +403,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
     Migration(_V5, _PG_V5),
-    Migration(_V6, _PG_V6),
+    Migration(_V10, _PG_V10),
 )

@@ -24,7 +24,8 @@ WINDOW = {"context_window": 6_000, "compaction": {"reserve": 500}}
 
 def turns(blocks: int, *last: dict[str, Any]) -> list[dict[str, Any]]:
     """A model that prints a big block a turn, then does ``last`` (or ends)."""
-    return [{"text": f"Block {n}.", "code": f"print('{BIG}')"} for n in range(blocks)] + list(last or [{"text": "Done."}])
+    blocks_printed = [{"text": f"Block {n}.", "code": f"print('{BIG}')"} for n in range(blocks)]
+    return blocks_printed + list(last or [{"text": "Done."}])
 
 
 def received(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
