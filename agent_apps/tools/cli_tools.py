@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._schema import check_pattern
+from ..config import MAX_CONFIG_BYTES
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
+from ..host_files import HostFileRefused, read_host_text
 from ..skill import Skill
 from .paths import PathPolicy
 from .settings import security_for
@@ -132,10 +134,12 @@ def load_tools_file(path: Path) -> tuple[list[Skill], list[SkillLoadError]]:
 
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_host_text(path, limit=MAX_CONFIG_BYTES, folder=path.parent)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
-    except OSError as exc:
+    except HostFileRefused as exc:
+        return [], [SkillLoadError(f"refused: it {exc.reason}", path=where)]
+    except (OSError, UnicodeDecodeError) as exc:
         return [], [SkillLoadError(f"cannot read: {exc}", path=where)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
