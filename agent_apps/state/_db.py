@@ -13,6 +13,10 @@
   stalls that thread, never the loop (measured by ``benchmarks/bench_sessions.py``).
 * A database of a **newer schema**, another program's SQLite file or a **corrupt** file
   raises :class:`StateError` naming the file; nothing is reset or overwritten.
+* **Private**: the file and its ``-wal`` and ``-shm`` are ``0600`` and the folders it
+  creates ``0700``, whatever the umask (conversations, memory and tool output are in
+  it). A store made wider (by an older version) is tightened when opened, and so is
+  its folder when that is agent-apps' own (the agent-apps home, or a ``.agent-apps``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..host_files import private_file, private_folder
 from .errors import StateError
 from .schema import APPLICATION_ID, MIGRATIONS
 
@@ -134,9 +139,11 @@ class Database:
     def _open(self) -> sqlite3.Connection:
         if self.path != MEMORY:
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                folder = Path(self.path).parent
+                private_folder(folder, tighten=_ours(folder))
             except OSError as exc:
                 raise StateError(f"cannot create its folder: {exc.strerror}", path=self.path) from None
+            _keep_private(self.path)
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -215,6 +222,27 @@ class Database:
                 path=self.path,
             )
         return StateError(f"{type(exc).__name__}: {text}", path=self.path)
+
+
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` is agent-apps' own: the agent-apps home, or a ``.agent-apps``."""
+    from ..config import agent_apps_home
+
+    return folder.name == ".agent-apps" or folder.resolve() == agent_apps_home().resolve()
+
+
+def _keep_private(path: str) -> None:
+    """Make the database ``0600`` before SQLite opens it (SQLite gives its ``-wal`` and
+    ``-shm`` the mode of the database), and tighten the three files if they are wider."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # there already (or not ours to make: SQLite says why when it opens)
+        pass
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            private_file(path + suffix)
+        except OSError:  # another user's store: SQLite's own error says more
+            pass
 
 
 def _opened(fn: Callable[[sqlite3.Connection], None], conn: sqlite3.Connection) -> None:
