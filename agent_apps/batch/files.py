@@ -1,8 +1,10 @@
 """The files of ``agent-apps batch``: the JSONL input, the JSONL results, and resuming.
 
 * **Input**: one JSON object of args per line. The index of a line is its number
-  counting from 0; blank lines are not inputs. A line that is not JSON, or not an
-  object, is that input's ``InputInvalid`` error, naming the file and line.
+  counting from 0; blank lines are not inputs. Lines are read with the bounded JSON
+  reader (:mod:`agent_apps._json`): a line that is not UTF-8 or not JSON, holds
+  ``NaN`` or a number too large, nests deeper than 128 levels, or is not an object is
+  that input's ``InputInvalid`` error, naming the file and line; the others run.
 * **Results**: one line per input, ``{"index", "ok", "result" | "error", "run_id",
   "seconds", "input_hash"}``, appended as each run finishes, each line written whole
   by one ``write`` (so Ctrl-C, or a kill, leaves only whole lines: a machine crash at
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._json import MAX_DEPTH, loads
 from .runner import BatchInput, BatchResult
 
 __all__ = ["Done", "InputFile", "ResultsFile", "ResumeError", "drop_failed", "input_hash", "read_results"]
@@ -86,12 +89,15 @@ class InputFile:
             self.hashes[index] = input_hash(self.name, line)
             where = f"{self.path}:{index + 1}"
             try:
-                args = json.loads(line)
+                args = loads(line.decode("utf-8-sig"))
             except UnicodeDecodeError:
                 yield BatchInput(index, error=f"{where}: not UTF-8 text")
                 continue
             except json.JSONDecodeError as exc:
                 yield BatchInput(index, error=f"{where}: not JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except ValueError as exc:  # nested deeper than MAX_DEPTH, NaN, a number too large
+                yield BatchInput(index, error=f"{where}: {exc}")
                 continue
             if not isinstance(args, dict):
                 kind = "an array" if isinstance(args, list) else "null" if args is None else f"a {type(args).__name__}"
@@ -152,8 +158,8 @@ def read_results(path: str | os.PathLike[str], *, repair: bool = True) -> tuple[
 
 
 def _parse(raw: bytes) -> tuple[int, bool, str | None, str | None] | None:
-    try:
-        data = json.loads(raw)
+    try:  # a result (at most MAX_DEPTH deep) sits two levels down: error.partial
+        data = loads(raw.decode("utf-8"), max_depth=MAX_DEPTH + 2)
     except ValueError:
         return None
     if not isinstance(data, dict):
