@@ -200,7 +200,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     what = {"approve": "approved", "deny": "denied", "skip": "skipped"}[action]
     reason = f" ({args.deny})" if args.deny else ""
     call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
-    print(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}")
+    print(printable(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}"))
     return EXIT_OK
 
 
@@ -247,9 +247,9 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     try:
         result = asyncio.run(run())
     except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
-        print(
-            f"agent-apps: run {exc.run_id} is waiting for approval of {exc.call}; decide with: agent-apps approve "
-            f"{exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
+        print(  # the call's args are the model's: escaped, as every untrusted text on the terminal
+            f"agent-apps: run {exc.run_id} is waiting for approval of {printable(exc.call)}; decide with: "
+            f"agent-apps approve {exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
             file=sys.stderr,
         )
         return EXIT_APPROVAL
@@ -339,7 +339,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if args.stub:  # what the model reads: the typed Python stub
         from .stubs import skill_stub
 
-        print(skill_stub(cm.get(args.name)))
+        print(printable(skill_stub(cm.get(args.name))))
         return EXIT_OK
     if args.json:
         json.dump(data, sys.stdout, indent=2)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _Parser
 from ..scheduling.cli import _number
+from ..terminal import printable
 
 __all__ = ["parse"]
 
@@ -153,5 +154,5 @@ def _first_failure(progress: Any, failed_before: int) -> str:
     if result is None:
         return f" ({failed_before} before this run)"
     kind = (result.error or {}).get("type", "error")
-    return f" (the first: index {result.index}, {kind})"
+    return f" (the first: index {result.index}, {printable(str(kind))})"
 

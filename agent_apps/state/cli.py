@@ -4,6 +4,10 @@ The store is found as everywhere else (``AGENT_APPS_STATE``, ``state.path`` in t
 or project config, ``~/.agent-apps/state.db``); no skill is loaded. Errors are the
 store's typed errors: the main command line prints them in one line, exit status 2 for
 an unknown session or run, a bad export file or an id that exists already.
+
+Everything stored came from models, agent code and tools, so what these commands print
+is escaped for the terminal (:mod:`agent_apps.terminal`): text through ``printable``,
+JSON with terminal-steering characters as ``\\u`` escapes (the same JSON values).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _Parser, _table
+from ..cli import _Parser, _Printable, _table
+from ..terminal import json_line, printable
 from . import open_store
 from .errors import SnapshotInvalid
 
@@ -77,9 +82,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _json(value: Any) -> None:
-    out = sys.stdout
-    json.dump(value, out, indent=2, ensure_ascii=False)
-    out.write("\n")
+    sys.stdout.write(json_line(value, indent=2) + "\n")
 
 
 def _when(at: float | None) -> str:
@@ -124,7 +127,7 @@ def sessions_show(args: argparse.Namespace) -> int:
         data["runs"] = [run.id for run in runs]
         _json(data)
         return 0
-    out = sys.stdout
+    out = _Printable(sys.stdout)
     out.write(f"session {info.id}\n")
     out.write(f"  created {_when(info.created_at)}, updated {_when(info.updated_at)}\n")
     out.write(f"  {info.messages} messages, ~{info.tokens} tokens\n")
@@ -170,7 +173,7 @@ def sessions_import(args: argparse.Namespace) -> int:
         if problem:
             raise SnapshotInvalid(problem, source="--as")
     info = open_store().sessions.import_(text, as_id=args.as_id, source=source)
-    print(f"imported session {info.id} ({info.messages} messages)")
+    print(printable(f"imported session {info.id} ({info.messages} messages)"))
     return 0
 
 
@@ -223,7 +226,7 @@ def runs_show(args: argparse.Namespace) -> int:
     if args.json:
         _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
         return 0
-    out = sys.stdout
+    out = _Printable(sys.stdout)
     out.write(f"run {run.id}: {_status(run)}\n")
     out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
     out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
@@ -282,10 +285,10 @@ def runs_import(args: argparse.Namespace) -> int:
     from ..manager import ContextManager
 
     for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {printable(warning)}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
     hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
-    print(f"imported run {run['id']} ({run['status']}){hint}")
+    print(printable(f"imported run {run['id']} ({run['status']}){hint}"))
     return 0
 
 
