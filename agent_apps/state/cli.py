@@ -201,10 +201,6 @@ def _duration(start: float | None, end: float | None) -> str:
     return f"{end - start:.1f}s" if start and end else "-"
 
 
-def _status(run: Any) -> str:
-    return "interrupted" if run.process_gone else run.status
-
-
 def runs_list(args: argparse.Namespace) -> int:
     runs = open_store().runs.list(session=args.session, limit=args.limit or None)
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
@@ -212,7 +208,7 @@ def runs_list(args: argparse.Namespace) -> int:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
         duration = _duration(run.started_at, run.ended_at)
         rows.append(
-            (run.id[:12], _when(run.started_at), _status(run), run.name, run.session_id or "-", tokens, duration)
+            (run.id[:12], _when(run.started_at), run.status, run.name, run.session_id or "-", tokens, duration)
         )
     empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
     return _listing(args, [run.to_json() for run in runs], rows, empty)
@@ -227,7 +223,7 @@ def runs_show(args: argparse.Namespace) -> int:
         _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
         return 0
     out = _Printable(sys.stdout)
-    out.write(f"run {run.id}: {_status(run)}\n")
+    out.write(f"run {run.id}: {run.status}\n")
     out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
     out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
     pending = point.pending if point is not None else None
@@ -236,7 +232,7 @@ def runs_show(args: argparse.Namespace) -> int:
         state = f"decided: {decided['action']}" if decided else f"decide with agent-apps approve {run.id}"
         out.write(f"  waiting for approval of {pending.get('skill')} {_short(json.dumps(pending.get('args')))}")
         out.write(f" (agent {pending.get('agent_name')}, {pending.get('rule')}); {state}\n")
-    if _resumable(point, run.status, run.process_gone):
+    if _resumable(point, run.status):
         out.write(f"  agent-apps resume {run.id} continues it\n")
     for agent in agents:
         pad = "  " * (agent.depth + 1)
@@ -287,12 +283,12 @@ def runs_import(args: argparse.Namespace) -> int:
     for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
         print(f"warning: {printable(warning)}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
-    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
+    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"]) else ""
     print(printable(f"imported run {run['id']} ({run['status']}){hint}"))
     return 0
 
 
-def _resumable(point: Any, status: str, process_gone: bool) -> bool:
+def _resumable(point: Any, status: str) -> bool:
     from .journal import FINISHED
 
-    return point is not None and status not in FINISHED and (status != "running" or process_gone)
+    return point is not None and status not in FINISHED and status != "running"
