@@ -17,6 +17,8 @@ sets it), else ``<agent-apps home>/state.db``. See ``docs/sessions.md``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,11 +30,12 @@ from .memory import Hit, MemoryIndex
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .schedules import ScheduleInfo, Schedules
+from .session_queue import POLL, SessionQueue
 from .sessions import SessionInfo, Sessions, session_id_problem
 from .subscriptions import SubscriptionInfo, Subscriptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from ..config import Cascade
 
@@ -76,6 +79,7 @@ class StateStore:
         self.subscriptions = Subscriptions(self.db)
         self.journal = Journal(self.db)
         self.memory = MemoryIndex(self.db)
+        self._session_queue = SessionQueue(self.db)
 
     @property
     def path(self) -> str:
@@ -84,6 +88,35 @@ class StateStore:
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store method off the event loop: ``await store.call(store.sessions.get, "s1")``."""
         return await self.db.call(fn, *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def session_lock(self, session_id: str, run_id: str) -> AsyncIterator[None]:
+        """Hold session ``session_id`` for run ``run_id``: ``async with
+        store.session_lock("s1", run_id): ...`` waits until no other run of the session
+        is in progress, in arrival order, across processes; then the block runs alone.
+
+        Agents of the same run share its turn (an agent started inside the run never
+        waits for the run around it). Cancelling the waiting task stops the wait and
+        gives the place back; a process that dies (even ``kill -9``) lets go of its
+        sessions. The wait runs nothing on the event loop but short sleeps: each look at
+        the queue is a read on the store's thread (:mod:`.session_queue`). A store on
+        another database implements this one method with that database's own lock.
+        """
+        queue = self._session_queue
+        ticket = await self.call(queue.join, session_id, run_id)
+        try:
+            pause = 0.002
+            while True:
+                turn = await self.call(queue.turn, session_id, run_id, ticket)
+                if turn is None:  # dropped as dead while this process was stopped: queue again
+                    ticket = await self.call(queue.join, session_id, run_id, again=True)
+                elif turn:
+                    break
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, POLL)
+            yield
+        finally:  # shielded: a second cancel must not keep the session held
+            await asyncio.shield(self.call(queue.leave, ticket))
 
     def close(self) -> None:
         self.db.close()

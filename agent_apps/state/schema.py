@@ -176,5 +176,23 @@ CREATE TABLE memory_files (
 CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, tokenize = 'porter unicode61');
 """
 
+_V5 = """
+-- The runs of a session, one at a time (agent_apps/state/session_queue.py): a ticket per
+-- run that waits for or holds its session, in arrival order. `host`, `namespace`, `pid`
+-- and `started` name the process, so a ticket of a process that died is known dead on
+-- its machine; elsewhere it is dead once `alive_at` is older than the lease.
+CREATE TABLE session_queue (
+    ticket INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    namespace TEXT,
+    pid INTEGER NOT NULL,
+    started TEXT,
+    alive_at REAL NOT NULL
+);
+CREATE INDEX session_queue_session ON session_queue (session_id, ticket);
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
