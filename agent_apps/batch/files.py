@@ -11,7 +11,9 @@
   worst a cut last line, which resuming removes).
 * **Resuming** skips the indexes that have a result line. ``input_hash`` (a hash of the
   skill name and the input line) must match the input line of the same index: a results
-  file made from another input file, another skill or an edited input is refused.
+  file made from another input file, another skill or an edited input is refused. An
+  input whose run started but wrote no line (the batch was killed) is taken up from
+  that run's journal (``store.batch_runs`` says which run it was).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,23 @@ class InputFile:
             f"{self.name} ({why}): resume with the same --input and NAME, or write to a new --output"
         )
 
-    def inputs(self, skip: set[int] | dict[int, Any]) -> Iterator[BatchInput]:
-        """The inputs not in ``skip``, parsed; a bad line is an input with an error."""
+    def inputs(
+        self,
+        skip: set[int] | dict[int, Any],
+        *,
+        batch: str | None = None,
+        runs: Mapping[int, tuple[str | None, str]] | None = None,
+    ) -> Iterator[BatchInput]:
+        """The inputs not in ``skip``, parsed; a bad line is an input with an error.
+        ``batch``: the results file their runs are recorded for; ``runs``: the run an
+        earlier attempt of an input started (``{index: (input hash, run id)}``), taken
+        up when the line is still the one it ran."""
         for index, line in self.lines():
             if index in skip:
                 continue
-            self.hashes[index] = input_hash(self.name, line)
+            hashed = self.hashes[index] = input_hash(self.name, line)
+            earlier = (runs or {}).get(index)
+            run_id = earlier[1] if earlier is not None and earlier[0] == hashed else None
             where = f"{self.path}:{index + 1}"
             try:
                 args = loads(line.decode("utf-8-sig"))
@@ -103,7 +116,7 @@ class InputFile:
                 kind = "an array" if isinstance(args, list) else "null" if args is None else f"a {type(args).__name__}"
                 yield BatchInput(index, error=f"{where}: expected a JSON object of args, got {kind}")
                 continue
-            yield BatchInput(index, args)
+            yield BatchInput(index, args, batch=batch, input_hash=hashed, run_id=run_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ index, in one embedded SQLite database that needs no server.
     store.runs.list(session="s1")
     store.schedules.list()                     # what agent-apps scheduler runs
     store.memory.search(["ws/MEMORY.md"], "units")  # the chunks that match best (BM25)
+    store.batch_runs.runs("/abs/results.jsonl")  # the run each batch input started
 
 Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
 else the config key ``state.path`` (a relative path is relative to the config file that
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._db import MEMORY, Database
+from .batch_runs import BatchRuns
 from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
 from .journal import Checkpoint, Journal
 from .memory import Hit, MemoryIndex
@@ -79,6 +81,7 @@ class StateStore:
         self.subscriptions = Subscriptions(self.db)
         self.journal = Journal(self.db)
         self.memory = MemoryIndex(self.db)
+        self.batch_runs = BatchRuns(self.db)
         self._session_queue = SessionQueue(self.db)
 
     @property

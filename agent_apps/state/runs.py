@@ -209,6 +209,21 @@ class Runs:
         with self.db.write() as conn:
             conn.execute("UPDATE agents SET trace = ? WHERE run_id = ? AND id = ?", (_dump(trace), run_id, agent_id))
 
+    def take_over(self, run_id: str) -> bool:
+        """Run ``run_id`` again from its start in this process (a run that cannot be
+        resumed from a journal): it is marked running here, and its agents still marked
+        running become ``interrupted``. False when it is still running in a live process."""
+        with self.db.write() as conn:
+            run = find_run(conn, run_id)
+            if run.status == "running":
+                return False
+            conn.execute(
+                "UPDATE runs SET status = 'running', ended_at = NULL, pid = ?, host = ? WHERE id = ?",
+                (os.getpid(), _HOST, run.id),
+            )
+            conn.execute("UPDATE agents SET status = ? WHERE run_id = ? AND status = 'running'", (INTERRUPTED, run.id))
+        return True
+
     # -- reading ---------------------------------------------------------------------------
 
     def list(self, *, session: str | None = None, limit: int | None = None) -> builtins.list[RunInfo]:

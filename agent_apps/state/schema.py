@@ -194,5 +194,19 @@ CREATE TABLE session_queue (
 CREATE INDEX session_queue_session ON session_queue (session_id, ticket);
 """
 
+_V6 = """
+-- The run each input of `agent-apps batch` started, by results file (absolute path) and
+-- input index, recorded before the run starts: `--resume` takes an interrupted one up
+-- from its journal instead of running the input again (agent_apps/state/batch_runs.py).
+CREATE TABLE batch_runs (
+    output TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    input_hash TEXT,
+    run_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (output, idx)
+);
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
