@@ -251,6 +251,17 @@ def test_batch_events_reach_the_terminal_escaped(write_skill, skills_path, tmp_p
     assert "\u202e\x9b2J" in result["error"]["message"]
 
 
+def test_the_terminal_approval_prompt_shows_the_call_escaped():
+    import io
+
+    from agent_apps.tools.approval import ApprovalRequest, TerminalApprover
+
+    request = ApprovalRequest("shell", {"command": "ls \x1b]52;c;eA==\x07\u202e\x9b2J"}, "write", "interactive", "r")
+    shown = io.StringIO()
+    assert TerminalApprover(stdin=io.StringIO("n\n"), stderr=shown)._prompt(request) is False
+    assert not any(ch in shown.getvalue() for ch in RAW_CONTROLS) and "\\u202e\\x9b2J" in shown.getvalue()
+
+
 def test_scheduler_log_lines_reach_the_terminal_escaped():
     import logging
 
