@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import ConfigError
 from .host_files import HostFileRefused, read_host_text
 from .skill import Skill
@@ -540,6 +541,9 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     text = _read_config(path)
+    deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
+    if deep is not None:
+        raise ConfigError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=str(path), line=deep)
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:

@@ -161,7 +161,7 @@ class ContextManager:
         """The store just opened: subscribe the event subscriptions persisted in it."""
         from .state.subscriptions import Subscriptions
 
-        self.events.sync_persisted((s.id, s.topic, s.ref) for s in Subscriptions.read(conn))
+        self.events.sync_persisted((s.id, s.topic, s.ref, s.authority) for s in Subscriptions.read(conn))
 
     @property
     def admission(self) -> Admission:

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _Parser, _Printable, _table
+from ..cli import _Parser, _table
+from ..cli.skills import _Printable
 from ..terminal import json_line, printable
 from . import open_store
 from .errors import SnapshotInvalid
@@ -273,14 +274,14 @@ def runs_export(args: argparse.Namespace) -> int:
 
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
+    from ..manager import ContextManager
     from .run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
-    run = import_run(store, text, source=source)
-    from ..manager import ContextManager
-
-    for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
+    cm = ContextManager(search_path=args.path, state=store)
+    run = import_run(store, text, source=source, skills=cm.catalog.skills)
+    for warning in tool_changes(json.loads(text), cm):
         print(f"warning: {printable(warning)}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
     hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"]) else ""

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..authority import Authority
 from ..scheduling.timing import CATCH_UP, When, iso
 from ._db import Database
 from .errors import AlreadyExists, NotFound
@@ -36,11 +37,11 @@ MAX_CATCH_UP = 100
 _MAX_COUNT = 1_000
 
 _HOST = socket.gethostname()
-_COLUMNS = "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed"
+_COLUMNS = "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed, authority"
 #: A schedule with how many due times it ran and its last run, in one statement.
 _WITH_RUNS = (
     "SELECT s.id, s.name, s.ref, s.args, s.every, s.cron, s.tz, s.at, s.catch_up, s.created_at, s.created_by, "
-    "s.next_at, s.missed, (SELECT count(*) FROM schedule_runs WHERE schedule_id = s.id), "
+    "s.next_at, s.missed, s.authority, (SELECT count(*) FROM schedule_runs WHERE schedule_id = s.id), "
     "r.due_at, r.run_id, r.status, r.ended_at, r.error FROM schedules s LEFT JOIN schedule_runs r "
     "ON r.schedule_id = s.id AND r.due_at = (SELECT max(due_at) FROM schedule_runs WHERE schedule_id = s.id)"
 )
@@ -50,7 +51,8 @@ _LAST = ("due_at", "run_id", "status", "ended_at", "error")
 @dataclass(frozen=True)
 class ScheduleInfo:
     """One schedule, with its last run (``last``: due_at, run_id, status, ended_at,
-    error) and how many due times it has run."""
+    error) and how many due times it has run. ``authority``: its maker's, which its
+    runs run under (None: made from Python or the command line)."""
 
     id: str
     name: str | None
@@ -62,6 +64,7 @@ class ScheduleInfo:
     created_by: str | None
     next_at: float | None
     missed: int
+    authority: Authority | None = None
     runs: int = 0
     last: dict[str, Any] | None = None
 
@@ -84,6 +87,7 @@ class ScheduleInfo:
             "catch_up": self.catch_up,
             "created": iso(self.created_at),
             "created_by": self.created_by,
+            "authority": self.authority.to_json() if self.authority is not None else None,
             "next": iso(self.next_at),
             "runs": self.runs,
             "missed": self.missed,
@@ -126,9 +130,11 @@ class Schedules:
         catch_up: str = "one",
         name: str | None = None,
         created_by: str | None = None,
+        authority: Authority | None = None,
         now: float | None = None,
     ) -> ScheduleInfo:
-        """Store a new schedule (checked by the caller: ``schedule-create``)."""
+        """Store a new schedule (checked by the caller: ``schedule-create``); its runs run
+        under ``authority`` (None: the user's, for schedules made from Python)."""
         if catch_up not in CATCH_UP:
             raise ValueError(f"catch_up must be one of {', '.join(CATCH_UP)}")
         now = time.time() if now is None else now
@@ -137,9 +143,9 @@ class Schedules:
             if name is not None and conn.execute("SELECT 1 FROM schedules WHERE name = ?", (name,)).fetchone():
                 raise AlreadyExists("schedule", name, "schedule-delete removes it; or choose another name")
             conn.execute(
-                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
                 (ident, name, ref, _dump(args), when.every, when.cron, when.tz, when.at, catch_up, now, created_by,
-                 when.first(now)),
+                 when.first(now), _dump(authority.to_json()) if authority is not None else None),
             )
         return self.get(ident)
 
@@ -248,11 +254,13 @@ class Schedules:
 def _info(row: tuple[Any, ...]) -> ScheduleInfo:
     """A row of ``_COLUMNS``, or of ``_WITH_RUNS`` (then with its runs and last run)."""
     ident, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed = row[:13]
-    runs = row[13] if len(row) > 13 else 0
-    last = dict(zip(_LAST, row[14:], strict=True)) if len(row) > 13 and row[15] is not None else None
+    authority = Authority.from_json(json.loads(row[13])) if row[13] is not None else None
+    runs = row[14] if len(row) > 14 else 0
+    last = dict(zip(_LAST, row[15:], strict=True)) if len(row) > 14 and row[16] is not None else None
     when = When(every=every, cron=cron, tz=tz, at=at)
     return ScheduleInfo(
-        ident, name, ref, json.loads(args), when, catch_up, created_at, created_by, next_at, missed, runs, last
+        ident, name, ref, json.loads(args), when, catch_up, created_at, created_by, next_at, missed, authority, runs,
+        last,
     )
 
 

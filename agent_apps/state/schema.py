@@ -177,6 +177,22 @@ CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, to
 """
 
 _V5 = """
+-- The authority of whoever made a schedule or a persisted subscription (JSON: the
+-- allowed-tools of the invocation that made it, whether that was agent code, who it was;
+-- NULL: made from Python or the command line). Its runs run under it (docs/security.md).
+ALTER TABLE schedules ADD COLUMN authority TEXT;
+ALTER TABLE subscriptions ADD COLUMN authority TEXT;
+-- Rows made by a skill before this version did not record the maker's allowed-tools:
+-- they may call their own ref and nothing else, as agent code if agent code made them.
+UPDATE schedules SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+"""
+
+_V6 = """
 -- The runs of a session, one at a time (agent_apps/state/session_queue.py): a ticket per
 -- run that waits for or holds its session, in arrival order. `host`, `namespace`, `pid`
 -- and `started` name the process, so a ticket of a process that died is known dead on
@@ -194,7 +210,7 @@ CREATE TABLE session_queue (
 CREATE INDEX session_queue_session ON session_queue (session_id, ticket);
 """
 
-_V6 = """
+_V7 = """
 -- The run each input of `agent-apps batch` started, by results file (absolute path) and
 -- input index, recorded before the run starts: `--resume` takes an interrupted one up
 -- from its journal instead of running the input again (agent_apps/state/batch_runs.py).
@@ -209,4 +225,4 @@ CREATE TABLE batch_runs (
 """
 
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)

@@ -50,7 +50,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 },
             ]
         },
-        "meta": {"type": "object"},
+        "meta": {
+            "type": "object",
+            # guidance the session's agents loaded, named as skills of the search path
+            "properties": {"loaded_skills": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9-]+$"}}},
+        },
         "messages": {
             "type": "array",
             "items": {

@@ -486,6 +486,8 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     assert [m["role"] for m in state["history"]] == ["user", "assistant", "tool"]
     assert snapshot["agents"][0]["report"]["steps"] and snapshot["metadata"]["agent_apps"]
 
+    invocation = snapshot["checkpoint"]["invocation"]
+    assert "path" not in invocation and "cwd" not in invocation  # where it ran means nothing elsewhere
     # another store, where a tool is gone and another one is new
     export = tmp_path / "run.json"
     export.write_text(json.dumps(snapshot, indent=2))
@@ -493,6 +495,12 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     other_skills.mkdir()
     (other_skills / "tally.skill.py").write_text("frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
     monkeypatch.setenv("AGENT_APPS_STATE", str(tmp_path / "other.db"))
+    # its call config set a permission policy, which a file may not bring: the import says
+    # so, and the run comes in once it is taken out (it resumes under the config here)
+    assert cli_main(["runs", "import", str(export), "--path", str(other_skills)]) == 2
+    assert "checkpoint.invocation.config.security: an imported run may set only model config" in capsys.readouterr().err
+    del invocation["config"]
+    export.write_text(json.dumps(snapshot, indent=2))
     assert cli_main(["runs", "import", str(export), "--path", str(other_skills)]) == 0
     out = capsys.readouterr()
     assert f"imported run {run_id} (waiting-approval); agent-apps resume {run_id} continues it" in out.out
@@ -503,7 +511,7 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     moved = ContextManager(search_path=[durable.roots()[0].path], cwd=durable.cwd, env=False, project=False,
                            user=False, entry_points=False, state=str(tmp_path / "other.db"))  # fmt: skip
     moved.approve(run_id)
-    assert await moved.resume(run_id) == "Done."
+    assert await moved.resume(run_id, config=ASK_WRITE) == "Done."  # the policy here asks for writes
     assert (durable.cwd / "out.txt").read_text() == "hello\n" and len(counted(durable.cwd)) == 2
 
 
