@@ -160,7 +160,7 @@ def read_host_file(
         raise
     with os.fdopen(fd, "rb") as fh:
         opened = _opened_path(fd)
-        if opened is not None:  # a folder on the way was swapped for a link since the check
+        if opened is not None and opened != real:  # a folder on the way was swapped for a link since the check
             check_host_file(opened, folder=folder, denied=denied)
         _check_kind(path, os.fstat(fd), limit)
         data = fh.read(limit + 1)

@@ -106,20 +106,32 @@ class StateStore:
         another database implements this one method with that database's own lock.
         """
         queue = self._session_queue
-        ticket = await self.call(queue.join, session_id, run_id)
+        # the join runs to its end on the store's thread even when this task is cancelled
+        # meanwhile: the ticket it took is given back from the future, never lost
+        joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id))
         try:
+            ticket = await asyncio.shield(joining)
             pause = 0.002
             while True:
                 turn = await self.call(queue.turn, session_id, run_id, ticket)
                 if turn is None:  # dropped as dead while this process was stopped: queue again
-                    ticket = await self.call(queue.join, session_id, run_id, again=True)
+                    joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id, again=True))
+                    ticket = await asyncio.shield(joining)
                 elif turn:
                     break
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, POLL)
             yield
         finally:  # shielded: a second cancel must not keep the session held
-            await asyncio.shield(self.call(queue.leave, ticket))
+            await asyncio.shield(self._give_back(joining))
+
+    async def _give_back(self, joining: asyncio.Future[int]) -> None:
+        """Give back the ticket ``joining`` took (none if joining failed)."""
+        try:
+            ticket = await joining
+        except Exception:  # the join failed: it took nothing
+            return
+        await self.call(self._session_queue.leave, ticket)
 
     def close(self) -> None:
         self.db.close()

@@ -133,3 +133,20 @@ async def test_the_heartbeat_keeps_this_processs_tickets_fresh(store, monkeypatc
             if alive_at > 0:
                 break
         assert alive_at > time.time() - 5
+
+
+async def test_a_wait_cancelled_at_any_moment_leaves_no_ticket_behind(store):
+    """Cancelled before, during or after its join (which the store's thread finishes
+    anyway), a waiter never leaves a ticket that would hold the session for good."""
+    plant(store, "s", "remote", host="elsewhere")
+    for attempt in range(120):
+        waiting = asyncio.ensure_future(held(store, "s", f"r{attempt}", []))
+        for _ in range(attempt % 12):  # cancel after 0..11 turns of the event loop
+            await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        with store.db.read() as conn:
+            left = [r[0] for r in conn.execute("SELECT run_id FROM session_queue")]
+        assert left == ["remote"], (attempt, left)
+    assert store._session_queue._held == 0  # and the heartbeat stopped
