@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -316,13 +315,7 @@ def _error(resolved: Resolved, key: str, message: str) -> ConfigError:
         parts.pop()
         prefix = ".".join(parts) + "."
         source = next((s for k, s in resolved.sources.items() if k.startswith(prefix)), None)
-    line = None
-    if source is not None and os.path.isfile(source):
-        from .config import _line_of
+    from .config import _line_in_file
 
-        try:
-            with open(source, encoding="utf-8") as fh:
-                line = _line_of(fh.read(), tuple(key.split(".")))
-        except Exception:  # a line number is a nicety
-            line = None
+    line = _line_in_file(source, tuple(key.split("."))) if source is not None else None
     return ConfigError(message, path=source or "config", line=line)

@@ -1,7 +1,8 @@
 """What an agent run leaves behind: its session's messages and its report.
 
 The agent policy already hears every step of a run through the hook events; the
-:class:`Recorder` turns them into
+:class:`Recorder` holds the run's session (one run of a session at a time, see
+:meth:`Recorder.start`) and turns the events into
 
 * the **messages** of the session, in the neutral format
   (:mod:`agent_apps.state.messages`), appended in one transaction as each turn ends
@@ -21,9 +22,12 @@ counts, sizes, timings and usage.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AgentAppsError, BudgetExceeded, Cancelled
 from ..state.messages import Message, estimate_text
 
 if TYPE_CHECKING:
@@ -91,20 +95,50 @@ class Recorder:
         self._open: dict[str, dict[str, Any]] = {}
         self._memory_seen: Any = _UNSET
         self._memory_at_start: dict[str, Any] | None = None
+        self._holding: contextlib.AsyncExitStack | None = None  # the session, while this run holds it
         self.system_tokens = 0
 
     # -- start -------------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any] | None:
-        """Record the run's start; returns the memory the session's last run left."""
+        """Record the run's start; returns the memory the session's last run left.
+
+        A run in a session first waits until no other run of the session is in progress
+        (:meth:`StateStore.session_lock <agent_apps.state.StateStore.session_lock>`), so
+        the session's history never interleaves two runs; it holds the session until
+        :meth:`finish`. The wait ends with the run's cancellation (status ``cancelled``)
+        or its deadline (``budget``), as the run would."""
         store, record = self.store, self.record
-
-        def begin() -> dict[str, Any] | None:
-            store.runs.start_agent(record, name=self.report["name"])
-            return store.sessions.begin(self.session) if self.session is not None else None
-
-        memory = self._memory_at_start = await store.call(begin)
+        await store.call(store.runs.start_agent, record, name=self.report["name"])
+        if self.session is None:
+            return None
+        try:
+            await self._hold_session(self.session)
+        except BaseException as exc:
+            stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
+            status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
+            await asyncio.shield(self.finish(status, error=error_of(exc, record.signal)))
+            raise
+        memory = self._memory_at_start = await store.call(store.sessions.begin, self.session)
         return memory  # retention decides what a run leaves, not what it may read
+
+    async def _hold_session(self, session: str) -> None:
+        """Wait for the session's turn (see :meth:`start`); it is held until :meth:`finish`."""
+        record = self.record
+        holding = contextlib.AsyncExitStack()
+        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id))
+        left = record.time_left
+        try:
+            if record.signal is not None:
+                await record.signal.guard(asyncio.wait_for(waiting, left))
+            else:
+                await asyncio.wait_for(waiting, left)
+        except TimeoutError:
+            over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
+            if over is None:
+                raise
+            raise over from None
+        self._holding = holding
 
     # -- hook events -------------------------------------------------------------------
 
@@ -252,7 +286,12 @@ class Recorder:
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
 
-        await store.call(write)
+        try:
+            await store.call(write)
+        finally:  # the session's next run may go on
+            holding, self._holding = self._holding, None
+            if holding is not None:
+                await holding.aclose()
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [
@@ -286,3 +325,14 @@ class Recorder:
 
     def set_system(self, system_prompt: str) -> None:
         self.system_tokens = estimate_text(system_prompt)
+
+
+def error_of(exc: BaseException, signal: Any) -> dict[str, Any]:
+    """What a run's events and its report say of the error it ended with: a task
+    cancelled under it reads as the cancellation it is, with ``signal``'s reason."""
+    if isinstance(exc, AgentAppsError):
+        return exc.to_json()
+    if isinstance(exc, asyncio.CancelledError):
+        reason = signal.reason if signal is not None else None
+        return {"type": "Cancelled", "message": reason or "cancelled"}
+    return {"type": type(exc).__name__, "message": str(exc)}

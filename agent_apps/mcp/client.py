@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
+from ..host_files import private_file, private_folder
 from ..skill import Skill, as_skill_name, mounted_tool_name
 from .schemas import WRAPPED
 
@@ -218,11 +219,13 @@ class ServerConnection:
         not flood the command line's output), or the terminal with ``AGENT_APPS_DEBUG``."""
         if self.log_path is None or os.environ.get("AGENT_APPS_DEBUG"):
             return sys.stderr
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.log_path.parent)  # what a server prints may be the user's data
         with contextlib.suppress(OSError):
             if self.log_path.stat().st_size > LOG_LIMIT:
                 self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
-        log = self.log_path.open("a", encoding="utf-8")
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        private_file(self.log_path)  # a log an older version made wider
+        log = open(fd, "a", encoding="utf-8")  # noqa: SIM115 (the server's stderr while it runs)
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.spec.get('command')}\n")
         log.flush()
         self._log_start = log.tell()

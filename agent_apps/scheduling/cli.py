@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..terminal import printable
+
 __all__ = ["parse", "parser"]
 
 
@@ -107,7 +109,7 @@ class _Formatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
         level = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
-        return f"{record.asctime} {level}{record.message}"
+        return f"{record.asctime} {level}{printable(record.message)}"  # run errors quote agent output
 
 
 def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:

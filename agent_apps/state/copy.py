@@ -34,6 +34,7 @@ PAGE = 1000
 #: deleted in the reverse one): its name, what is copied, and the key pages are read by.
 #: The journal and the agents of a run are read in ``rowid`` order, the order they were
 #: written in, which is not copied: the target numbers them again, in the same order.
+#: ``session_queue`` is not copied: its tickets belong to processes running now.
 TABLES: tuple[tuple[str, str, str], ...] = (
     (
         "sessions",
@@ -58,6 +59,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("subscriptions", "id, topic, ref, created_at, created_by, authority", "id"),
     ("memory_files", "id, path, size, mtime_ns, digest, chunks, indexed_at", "id"),
     ("memory_chunks", "rowid, text, heading, line", "rowid"),
+    ("batch_runs", "output, idx, input_hash, run_id, started_at", "output, idx"),
 )
 
 
@@ -115,6 +117,7 @@ _NOUNS = {
     "subscriptions": ("subscription", "subscriptions"),
     "memory_files": ("indexed file", "indexed files"),
     "memory_chunks": ("memory chunk", "memory chunks"),
+    "batch_runs": ("batch input run", "batch input runs"),
 }
 
 

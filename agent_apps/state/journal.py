@@ -184,7 +184,7 @@ class Journal:
                 raise NotResumable("run", run.id, f"cannot be resumed: {why}")
             if run.status in FINISHED:
                 raise NotResumable("run", run.id, f"cannot be resumed: it already ended (status {run.status})")
-            if run.status == "running" and not run.process_gone:
+            if run.status == "running":  # a run whose process is gone reads as interrupted
                 where = f"process {run.pid}" + (f" on {run.host}" if run.host != _HOST else "")
                 raise NotResumable("run", run.id, f"cannot be resumed: it is still running ({where})")
             if run.status == "waiting-approval" and point.pending is not None and point.decision is None:

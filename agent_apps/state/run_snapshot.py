@@ -139,10 +139,7 @@ def export_run(store: StateStore, run_id: str) -> dict[str, Any]:
     agents = store.runs.agents(run.id)
     point = store.journal.checkpoint(run.id)
     entries = store.journal.entries(run.id)
-    info = run.to_json()
-    info.pop("process_gone", None)
-    if run.process_gone:
-        info["status"] = "interrupted"
+    info = run.to_json()  # a run whose process is gone is interrupted already
     return {
         "format": FORMAT,
         "version": VERSION,

@@ -9,6 +9,7 @@ agents: ``running`` while one runs, else the status of the last one to end.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ from .errors import NotFound
 if TYPE_CHECKING:
     from ..run_record import RunRecord
 
-__all__ = ["STATUSES", "AgentInfo", "RunInfo", "Runs"]
+__all__ = ["INTERRUPTED", "STATUSES", "AgentInfo", "RunInfo", "Runs", "process_gone"]
 
 #: A run's status: ``running`` while it runs, then one of the others.
 STATUSES = (
@@ -38,9 +39,9 @@ STATUSES = (
     "waiting-approval",
     "interrupted",
 )
-#: The status of an agent whose process died (set when the run is resumed in another),
-#: and of an imported run that was running when it was exported. ``runs list`` also
-#: shows a run still ``running`` whose process is gone as interrupted.
+#: The status of a run (and its agents) whose process died: read so from a row still
+#: marked running whose process is gone, stored so when the run is resumed in another
+#: process, and for an imported run that was running when it was exported.
 INTERRUPTED = "interrupted"
 
 _HOST = socket.gethostname()
@@ -59,19 +60,15 @@ class RunInfo:
     input_tokens: int
     output_tokens: int
 
-    @property
-    def process_gone(self) -> bool:
-        """A run still marked ``running`` whose process on this host has ended (it was
-        killed, or the machine went down): it will never finish."""
-        if self.status != "running" or self.host != _HOST or not self.pid:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> RunInfo:
+        """The run of a ``runs`` row; one still marked ``running`` whose process on this
+        host has ended (killed, or the machine went down) is ``interrupted``: it will
+        never finish by itself."""
+        info = cls(*row)
+        if info.status == "running" and process_gone(info.pid, info.host):
+            return dataclasses.replace(info, status=INTERRUPTED)
+        return info
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -85,8 +82,6 @@ class RunInfo:
             "host": self.host,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
         }
-        if self.process_gone:
-            data["process_gone"] = True
         return data
 
 
@@ -122,6 +117,19 @@ class AgentInfo:
 _RUN_COLUMNS = "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens"
 
 
+def process_gone(pid: int | None, host: str | None) -> bool:
+    """Whether the process ``pid`` on ``host`` has ended (known only for this host)."""
+    if host != _HOST or not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
@@ -135,9 +143,9 @@ def find_run(conn: Connection, run_id: str, *, lock: str = "") -> RunInfo:
     ).fetchall()
     exact = [row for row in rows if row[0] == run_id]
     if exact:
-        return RunInfo(*exact[0])
+        return RunInfo.from_row(exact[0])
     if len(rows) == 1 and run_id:
-        return RunInfo(*rows[0])
+        return RunInfo.from_row(rows[0])
     if len(rows) > 1:
         raise NotFound("run", run_id, "that prefix matches several runs: give more of the id")
     raise NotFound("run", run_id, "agent-apps runs list shows the runs")
@@ -203,6 +211,21 @@ class Runs:
         with self.db.write() as conn:
             conn.execute("UPDATE agents SET trace = ? WHERE run_id = ? AND id = ?", (_dump(trace), run_id, agent_id))
 
+    def take_over(self, run_id: str) -> bool:
+        """Run ``run_id`` again from its start in this process (a run that cannot be
+        resumed from a journal): it is marked running here, and its agents still marked
+        running become ``interrupted``. False when it is still running in a live process."""
+        with self.db.write() as conn:
+            run = find_run(conn, run_id)
+            if run.status == "running":
+                return False
+            conn.execute(
+                "UPDATE runs SET status = 'running', ended_at = NULL, pid = ?, host = ? WHERE id = ?",
+                (os.getpid(), _HOST, run.id),
+            )
+            conn.execute("UPDATE agents SET status = ? WHERE run_id = ? AND status = 'running'", (INTERRUPTED, run.id))
+        return True
+
     # -- reading ---------------------------------------------------------------------------
 
     def list(self, *, session: str | None = None, limit: int | None = None) -> builtins.list[RunInfo]:
@@ -217,7 +240,7 @@ class Runs:
             sql += " LIMIT ?"
             params.append(limit)
         with self.db.read() as conn:
-            return [RunInfo(*row) for row in conn.execute(sql, params).fetchall()]
+            return [RunInfo.from_row(row) for row in conn.execute(sql, params).fetchall()]
 
     def prune(self, before: float, *, dry_run: bool = False) -> builtins.list[RunInfo]:
         """Delete the runs that ended before ``before`` (a time), with their agents'
@@ -244,6 +267,8 @@ class Runs:
                 "FROM agents WHERE run_id = ? ORDER BY started_at, rowid",
                 (run_id,),
             ).fetchall()
+            owner = conn.execute("SELECT pid, host FROM runs WHERE id = ?", (run_id,)).fetchone()
+        gone = owner is not None and process_gone(*owner)  # its agents still marked running never end
         return [
             AgentInfo(
                 run_id,
@@ -252,7 +277,7 @@ class Runs:
                 depth,
                 name,
                 session,
-                status,
+                INTERRUPTED if gone and status == "running" else status,
                 started,
                 ended,
                 json.loads(report) if report else None,

@@ -157,6 +157,36 @@ def test_prune_runs_and_sessions_by_age(capsys, skills, tmp_path):
     assert "a number and a unit (s, m, h, d, w), like 30d, not 'soon'" in capsys.readouterr().err
 
 
+def test_a_run_whose_process_died_is_interrupted_everywhere_alike(capsys, skills):
+    import subprocess
+    import sys
+
+    run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=x")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a real process that has ended: its pid is free
+    store = StateStore(os.environ.get("AGENT_APPS_STATE") or agent_apps_home() / "state.db")
+    (info,) = store.runs.list()
+    with store.db.write() as conn:  # as a run killed mid-way leaves its rows
+        conn.execute("UPDATE runs SET status = 'running', ended_at = NULL, pid = ? WHERE id = ?", (dead.pid, info.id))
+        conn.execute("UPDATE agents SET status = 'running' WHERE run_id = ?", (info.id,))
+    code, out, _ = run(capsys, "runs", "list")
+    assert out.splitlines()[1].split()[3] == "interrupted"  # RUN, STARTED (date, time), STATUS
+    code, out, _ = run(capsys, "runs", "list", "--json")
+    (listed,) = json.loads(out)
+    assert listed["status"] == "interrupted" and "process_gone" not in listed
+    code, out, _ = run(capsys, "runs", "show", info.id)
+    assert out.startswith(f"run {info.id}: interrupted") and "agent-apps resume" in out
+    assert "agent counter" in out and "] interrupted, session s1" in out
+    code, out, _ = run(capsys, "runs", "show", info.id, "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "interrupted" and shown["agents"][0]["status"] == "interrupted"
+    assert "process_gone" not in shown
+    assert store.runs.get(info.id).status == "interrupted"  # the Python API
+    assert [r.status for r in store.runs.list(session="s1")] == ["interrupted"]
+    code, out, _ = run(capsys, "runs", "export", info.id)
+    assert json.loads(out)["run"]["status"] == "interrupted"
+
+
 def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     lines = ["{", '  "format": "agent-apps/session",', '  "version": 1,', '  "id": "x",', '  "messages": [']
