@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from .. import tracing
 from ..admission import Gate, mark_admitted
 from ..authority import check_untrusted_agent_args
-from ..budget import Ledger, Supervision, supervision_config
+from ..budget import Ledger, Supervision, supervision_config, with_clamped_usage
 from ..config import call_config
 from ..errors import (
     AgentAppsError,
@@ -770,6 +770,7 @@ class AgentRun:
     async def hook(self, cctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
         if self._halted is not None:
             raise self._halted
+        event = with_clamped_usage(event)  # a peer's token counts, before anything counts them
         kind = event["type"]
         # A model call's messages repeat the whole conversation: the trace keeps the rest.
         skip = ("type", "messages", "system") if kind == "model-call" else ("type",)
