@@ -12,8 +12,9 @@ Strands sees nothing of this: it gets Bedrock-shaped stream events either way.
 Every reply is also held to what a model endpoint may send (docs/security.md, "What a
 peer can do"): reading stops at the next event once the run is cancelled, the event loop
 gets a turn between events (so that a flood cannot starve the deadline's timer), the
-reply's output is capped (``model.max_output_kb``) and a reply without a stop reason is
-an error the agent may retry, never a result.
+reply's output is capped (``model.max_output_kb``), its token counts are clamped
+(:func:`~agent_apps.budget.clamp_usage`) and a reply without a stop reason is an error
+the agent may retry, never a result.
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ class ReportedModel(Model):
         if "system" in directive:
             system_prompt = str(directive["system"])
             kwargs["system_prompt_content"] = [{"text": system_prompt}]
+        # The run's own cancellation event, not Strands' copy of it (which lags and is
+        # cleared when the invocation ends): Bedrock's reader thread checks it at each
+        # chunk and closes the stream itself.
+        kwargs["cancel_signal"] = session.cancel_event
         chunks: list[Any] = []
         async for chunk in self._checked(self.inner.stream(messages, tool_specs, system_prompt, **kwargs)):
             chunks.append(chunk)
@@ -133,7 +138,7 @@ class ReportedModel(Model):
                     )
                 stop = chunk.get("messageStop") if isinstance(chunk, dict) else None
                 stopped = stopped or bool(isinstance(stop, dict) and stop.get("stopReason"))
-                yield chunk
+                yield _with_clamped_usage(chunk)
                 # A turn of the event loop between events: the deadline's timer and
                 # the cancellation run even when the endpoint floods (Bedrock's reader
                 # thread queues events faster than the hooks report them).
@@ -164,6 +169,15 @@ def _output_size(chunk: Any) -> int:
     tool, reasoning = delta.get("toolUse") or {}, delta.get("reasoningContent") or {}
     parts = (delta.get("text"), tool.get("input"), reasoning.get("text"))
     return sum(len(part) for part in parts if isinstance(part, str))
+
+
+def _with_clamped_usage(chunk: Any) -> Any:
+    """A ``metadata`` event with its token counts clamped: Strands adds them up, and a
+    string or a list there would crash its loop."""
+    metadata = chunk.get("metadata") if isinstance(chunk, dict) else None
+    if not isinstance(metadata, dict) or "usage" not in metadata:
+        return chunk
+    return {**chunk, "metadata": {**metadata, "usage": clamp_usage(metadata["usage"])}}
 
 
 async def _close(stream: Any) -> None:

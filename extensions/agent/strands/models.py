@@ -6,6 +6,7 @@ built, so a missing pip extra becomes one clear :class:`ProviderError`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import socket
@@ -92,6 +93,7 @@ class Built:
     #: (the library made up a stop reason): the reply is then incomplete.
     unfinished: bool = False
     _responses: list[Any] = field(default_factory=list)
+    _cut_responses: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _aborted: bool = False
 
@@ -106,10 +108,18 @@ class Built:
         """Cut the Bedrock streams in flight (any thread); later ones go ahead."""
         with self._lock:
             responses, self._responses = self._responses, []
+            self._cut_responses += responses
         for raw in responses:
             _cut(raw)
 
     def close(self) -> None:
+        """Close the client, and the connections of the streams cut (their reader
+        threads, woken by the cut, are gone by now): the endpoint sees them closed."""
+        with self._lock:
+            responses, self._cut_responses = self._cut_responses, []
+        for raw in responses:
+            with contextlib.suppress(Exception):
+                raw.close()
         if self._client is not None:
             try:
                 self._client.close()
