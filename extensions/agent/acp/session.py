@@ -45,7 +45,6 @@ import os
 import shlex
 import signal as _signal
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -65,7 +64,10 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
+from agent_apps import _json
 from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.budget import clamp_usage
+from agent_apps.config import DEFAULTS
 from agent_apps.errors import AgentAppsError, Cancelled
 from agent_apps.mcp.server import expose_refs
 from agent_apps.tools.errors import PermissionDenied
@@ -81,8 +83,13 @@ CANCEL_GRACE = 5.0
 #: update), so that everything the CLI said before the call is reported before it.
 ANNOUNCE_WAIT = 0.5
 _CONTINUE = "Continue."
+#: The longest JSON-RPC message (one line) an agent may send: past it, the run ends.
 _STDIO_LIMIT = 50 * 1024 * 1024
 _NOISE_LINES = 5
+#: What is kept of a peer's words for an error message: a noise line, its stderr's tail,
+#: its error's text (a peer may send megabytes of each).
+_SAID_CHARS = 500
+_STDERR_TAIL = 8192
 #: ACP tool kinds as permission categories (the security policy's words).
 CATEGORIES = {
     "read": "read",
@@ -95,6 +102,7 @@ CATEGORIES = {
     "execute": "write",  # as the bundled `shell` tool
 }
 _DONE = object()  # the end of a prompt's updates
+_WAKE = object()  # the run was cancelled: the prompt loop looks again
 _UNSET: Any = object()
 
 
@@ -142,8 +150,13 @@ class AcpRun:
         self.startup_timeout = float(config.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
         self.cwd = str(Path(config.get("cwd") or ctx.manager.context_manager.cwd).expanduser().resolve())
         self.process: asyncio.subprocess.Process | None = None
-        self.stderr: Any = None
+        self.stderr = b""  # the last _STDERR_TAIL bytes it wrote there
+        self._stderr_read: asyncio.Future[None] | None = None
         self.noise: list[str] = []
+        #: Why its output could not be read (a line past _STDIO_LIMIT, a message too deep).
+        self.unreadable: str | None = None
+        self.max_output = int(config.get("max_output_kb") or DEFAULTS["model"]["max_output_kb"]) * 1024
+        self.turn_output = 0
         self.conn: Any = None
         self.session_id: str | None = None
         self.lock = asyncio.Lock()
@@ -247,17 +260,23 @@ class AcpRun:
         prompt = [acp.text_block(text) for text in texts]
         task = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=prompt))
         task.add_done_callback(lambda _: self.updates.put_nowait(_DONE))
+        task.add_done_callback(_retrieved)  # it may fail after we stopped waiting for it
         while True:
             timeout = None
             if self.cancel_sent is not None:
-                timeout = max(0.0, self.cancel_sent + CANCEL_GRACE - time.monotonic())
+                # a stop directive lets the agent end its prompt; a cancelled run does not wait
+                grace = 0.0 if self.ctx.signal.cancelled else CANCEL_GRACE
+                timeout = max(0.0, self.cancel_sent + grace - time.monotonic())
             try:
                 item = await asyncio.wait_for(self.updates.get(), timeout)
             except TimeoutError:  # the agent ignores session/cancel: the process is killed on the way out
                 task.cancel()
                 return None, None
+            if item is _WAKE:
+                continue
             if item is _DONE:
                 break
+            await asyncio.sleep(0)  # a turn of the loop per update: a flood cannot starve timers
             if self._over():
                 continue
             try:
@@ -271,10 +290,10 @@ class AcpRun:
         if exc is None:
             return task.result(), None
         if isinstance(exc, acp.RequestError):
-            return None, _one_line(f"{exc} {json.dumps(exc.data) if exc.data else ''}")
+            return None, _said(f"{exc} {json.dumps(exc.data) if exc.data else ''}")
         if isinstance(exc, ConnectionError) and not self._over():
             raise await self._exited("during the run")
-        return None, _one_line(f"{type(exc).__name__}: {exc}")
+        return None, _said(f"{type(exc).__name__}: {exc}")
 
     async def _retry(self, error: str, attempt: int) -> bool:
         failure = {"type": "AgentError", "message": error, "retryable": False}
@@ -299,6 +318,7 @@ class AcpRun:
                 return
             if not await self._output():
                 return
+            self._count_output(len(text))
             self.segment_out += len(text)
             self.conversation_chars += len(text)
             if kind == "agent_message_chunk":
@@ -333,8 +353,20 @@ class AcpRun:
             await self._turn_start()
         return True
 
+    def _count_output(self, size: int) -> None:
+        """Count what the agent said in this turn: past ``model.max_output_kb`` the run ends."""
+        self.turn_output += size
+        if self.turn_output > self.max_output:
+            raise AcpError(
+                self.skill,
+                f"the ACP agent `{self.shown}` said more than model.max_output_kb ({self.max_output // 1024} KB) "
+                f"in turn {self.turn}: raise model.max_output_kb if its answers are that long",
+                code="OutputTooLarge",
+            )
+
     async def _turn_start(self) -> None:
         self.turn += 1
+        self.turn_output = 0
         self.turn_text = ""
         self.results_seen = False
         self.segment_in, self.segment_out = self.conversation_chars, 0
@@ -372,6 +404,11 @@ class AcpRun:
                 self.calls += 1
                 call_id = f"acp-call-{self.calls}"
             call = {"type": "tool-call", "tool": INVOKE_TOOL["name"], "args": {"code": code}, "id": call_id}
+            try:
+                self._count_output(len(code))
+            except AcpError as exc:
+                self._fail(exc)
+                return {"text": "The run has ended; no more code runs.", "error": True}
             directive = await self._guarded_hook(call)
             self.segment_out += len(code)
             if directive is None or directive.get("deny"):
@@ -476,6 +513,7 @@ class AcpRun:
         if self.cancel_sent is not None:
             return
         self.cancel_sent = time.monotonic()
+        self.updates.put_nowait(_WAKE)  # the prompt loop sets its timeout again
         if self.conn is not None and self.session_id is not None:
             future = asyncio.ensure_future(self.conn.cancel(session_id=self.session_id))
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -498,20 +536,18 @@ class AcpRun:
     async def _spawn(self) -> AsyncIterator[asyncio.StreamReader]:
         if not os.path.isdir(self.cwd):
             raise AcpError(self.skill, f"model.cwd {self.cwd!r} is not a directory", code="BadCwd")
-        self.stderr = tempfile.TemporaryFile()
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=self.stderr,
+                stderr=asyncio.subprocess.PIPE,  # its tail is kept, not all it writes (no file to fill)
                 env=self._env(),
                 cwd=self.cwd,
                 start_new_session=True,  # its own process group: nothing it starts outlives the run
                 limit=_STDIO_LIMIT,
             )
         except FileNotFoundError:
-            self.stderr.close()
             raise AcpError(
                 self.skill,
                 f"the ACP agent command {self.command[0]!r} is not installed (not found on PATH): install it, "
@@ -519,41 +555,67 @@ class AcpRun:
                 code="NotInstalled",
             ) from None
         except PermissionError:
-            self.stderr.close()
             raise AcpError(self.skill, f"the ACP agent command {self.command[0]!r} is not executable") from None
         reader = asyncio.StreamReader(limit=_STDIO_LIMIT)
         pump = asyncio.ensure_future(self._pump(reader))
+        self._stderr_read = asyncio.ensure_future(self._read_stderr())
         try:
             yield reader
         finally:
             pump.cancel()
             await self._stop_process()
-            self.stderr.close()
+            # Its pipes are read to their end (what is left is dropped), so that their
+            # transports close while the event loop runs: one left paused past its
+            # buffer's limit would be closed after the loop ("Event loop is closed").
+            assert self.process is not None and self.process.stdout is not None
+            with contextlib.suppress(TimeoutError, OSError):
+                await asyncio.wait_for(_drain(self.process.stdout), 2)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._stderr_read, 2)
 
     async def _pump(self, reader: asyncio.StreamReader) -> None:
         """The CLI's stdout to the ACP connection, JSON-RPC lines only: anything else is
-        kept (a few lines) to say what the program printed instead."""
+        kept (a few lines, cut short) to say what the program printed instead. A line
+        past the size limit ends the connection (the rest is read and dropped); one the
+        bounded JSON reader refuses is dropped, and when it answers a request, that
+        request fails at once with the reason (:func:`_readable`)."""
         assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout
         try:
-            while line := await self.process.stdout.readline():
-                if line.lstrip().startswith(b"{"):
-                    reader.feed_data(line)
-                elif line.strip() and len(self.noise) < _NOISE_LINES:
-                    self.noise.append(line.decode("utf-8", "replace").strip())
-        except (ValueError, OSError):  # an over-long line, a closed pipe
+            while line := await stdout.readline():
+                await asyncio.sleep(0)  # a turn of the loop per line, however fast they come
+                if not line.lstrip().startswith(b"{"):
+                    if line.strip() and len(self.noise) < _NOISE_LINES:
+                        self.noise.append(_said(line[: _SAID_CHARS * 4].decode("utf-8", "replace")))
+                    continue
+                reader.feed_data(_readable(line, self))
+        except ValueError:  # a line past the limit
+            self.unreadable = f"sent a message longer than {_STDIO_LIMIT >> 20} MB (one JSON-RPC line at most)"
+            reader.feed_eof()
+            await _drain(stdout)
+        except OSError:  # a closed pipe
             pass
         finally:
             reader.feed_eof()
 
+    async def _read_stderr(self) -> None:
+        """Keep the last _STDERR_TAIL bytes the CLI writes to stderr (for error messages)."""
+        assert self.process is not None and self.process.stderr is not None
+        with contextlib.suppress(OSError):
+            while chunk := await self.process.stderr.read(1 << 16):
+                self.stderr = (self.stderr + chunk)[-_STDERR_TAIL:]
+
     async def _stop_process(self) -> None:
-        """Close its stdin (ACP agents exit on EOF), then terminate and kill the group."""
+        """Close its stdin (ACP agents exit on EOF), then terminate and kill the group.
+        A cancelled run (a deadline, Ctrl-C) gives it a fifth of the time to go."""
         process = self.process
         if process is None:
             return
         if process.stdin is not None:
             with contextlib.suppress(Exception):
                 process.stdin.close()
-        for sig, wait in ((None, 0.5), (_signal.SIGTERM, 2.0), (_signal.SIGKILL, 5.0)):
+        share = 0.2 if self.ctx.signal.cancelled else 1.0
+        for sig, wait in ((None, 0.5 * share), (_signal.SIGTERM, 2.0 * share), (_signal.SIGKILL, 5.0)):
             if sig is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, sig)
@@ -569,6 +631,7 @@ class AcpRun:
         """One startup request, bounded, with the process's exit as a clear error."""
         assert self.process is not None
         task = asyncio.ensure_future(request)
+        task.add_done_callback(_retrieved)  # it may fail after we stopped waiting for it
         exited = asyncio.ensure_future(self.process.wait())
         cancelled = asyncio.ensure_future(self.ctx.signal.wait())
         try:
@@ -604,8 +667,13 @@ class AcpRun:
 
     async def _exited(self, when: str) -> AcpError:
         assert self.process is not None
+        if self.unreadable is not None:
+            return AcpError(self.skill, f"the ACP agent `{self.shown}` {self.unreadable} {when}", code="Unreadable")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.process.wait(), 2)
+        if self._stderr_read is not None:  # what it said last, to the end
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_read), 1)
         status = self.process.returncode
         said = self._stderr_tail() or (self.noise[-1] if self.noise else "")
         how = f"exited with status {status}" if status is not None else "closed its output"
@@ -614,13 +682,8 @@ class AcpRun:
         )
 
     def _stderr_tail(self) -> str:
-        try:
-            self.stderr.seek(0)
-            text = self.stderr.read()[-4000:].decode("utf-8", "replace")
-            lines = [line for line in text.splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return ""
-        return " / ".join(lines[-3:])
+        lines = [line for line in self.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        return " / ".join(_said(line)[: _SAID_CHARS // 3] for line in lines[-3:])
 
     def _mcp_server(self, init: Any, endpoint: Any) -> Any:
         """Our endpoint as the session's MCP server: over HTTP when the agent can, else
@@ -688,14 +751,15 @@ def _invoke_code(tool_call: Any) -> str | None:
 
 
 def _reported_usage(response: Any) -> dict[str, int] | None:
+    """The prompt's usage as the agent reported it, each count clamped (it is a peer)."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return None
-    out = {"input_tokens": int(usage.input_tokens), "output_tokens": int(usage.output_tokens)}
+    out = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     for source, key in (("cached_read_tokens", "cache_read_tokens"), ("cached_write_tokens", "cache_write_tokens")):
         if getattr(usage, source, None):
-            out[key] = int(getattr(usage, source))
-    return out
+            out[key] = getattr(usage, source)
+    return clamp_usage(out)
 
 
 def _tool_result(value: Any) -> types.CallToolResult:
@@ -713,8 +777,41 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def _said(text: str) -> str:
+    """A peer's words for an error message: one line, at most _SAID_CHARS characters."""
+    text = " ".join(str(text)[: _SAID_CHARS * 4].split())
+    return text if len(text) <= _SAID_CHARS else text[: _SAID_CHARS - 1] + "…"
+
+
+def _readable(line: bytes, run: AcpRun) -> bytes:
+    """``line`` as the ACP connection may read it. A line the bounded JSON reader
+    refuses (not JSON, nested too deep, NaN: the connection's own parser would log a
+    traceback, or crash on it) is dropped; when it answers a request, that request gets
+    an error answer with the reason instead, so it fails at once."""
+    text = line.decode("utf-8", "replace")
+    try:
+        _json.loads(text)
+    except ValueError as exc:
+        log.info("%s: dropped a message of the agent that cannot be read (%s)", run.skill, _said(str(exc)))
+        request = _json.top_level_scalar(text, "id")
+        if request is None or _json.top_level_scalar(text, "method") is not None:
+            return b""
+        error = {"code": -32700, "message": f"agent-apps could not read the answer: {_said(str(exc))}"}
+        return json.dumps({"jsonrpc": "2.0", "id": request, "error": error}).encode() + b"\n"
+    return line
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read ``stream`` to its end, dropping what it says."""
+    with contextlib.suppress(OSError):
+        while await stream.read(1 << 16):
+            pass
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a task's outcome as seen (no "exception was never retrieved" at exit)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _version() -> str:
