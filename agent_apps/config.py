@@ -193,6 +193,11 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("mcp_servers", "*", "timeout"): _NUM,
     ("mcp_servers", "*", "startup_timeout"): _NUM,
     ("mcp_servers", "*", "mode"): _STR,
+    # what a server may add to a prompt and to the disk (docs/security.md, "What a peer can do")
+    ("mcp_servers", "*", "description_chars"): _INT,
+    ("mcp_servers", "*", "schema_kb"): _INT,
+    ("mcp_servers", "*", "max_tools"): _INT,
+    ("mcp_servers", "*", "log_kb"): _INT,
 }
 
 
