@@ -13,10 +13,10 @@ that is not JSON is taken whole as the summary, with no facts.
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _json
 from ..state.window import Summary
 from .prompt import INVOKE_TOOL
 
@@ -104,8 +104,8 @@ def parse(text: Any) -> Summary:
     body = text.strip()
     start, end = body.find("{"), body.rfind("}")
     if start != -1 and end > start:
-        try:
-            data = json.loads(body[start : end + 1])
+        try:  # the model's text: bounded (a reply nested 100,000 deep is text, not a crash)
+            data = _json.loads(body[start : end + 1])
         except ValueError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("summary"), str) and data["summary"].strip():
