@@ -127,6 +127,31 @@ async def test_a_timer_cancelling_an_endless_flood_stops_it_at_the_next_event(fa
     assert fake.requests[0].stream_outcome == "client_disconnected"  # nothing reads on behind the run
 
 
+async def test_a_flood_leaves_the_event_loop_a_turn_at_every_event(fake, run, events, context_manager):
+    # What lets a deadline's timer fire on time: a callback scheduled while the flood is
+    # reported runs before the next few events are. Bedrock's reader thread queued the
+    # flood, and its consumer drained the queue without a turn of the loop, so the
+    # timer of a 30 s --timeout fired 7 s late (the longer the flood, the later).
+    fake.add_turns({"text": "Thinking", "flood": True})
+    loop = asyncio.get_running_loop()
+    lags: list[int] = []
+
+    def probe(topic, event):
+        seen = len(messages(events))
+        if event["type"] == "agent-message" and seen % 200 == 0 and len(lags) < 10:
+            loop.call_soon(lambda: lags.append(len(messages(events)) - seen))
+
+    context_manager.events.subscribe("redteam-models", probe)
+    signal = Signal()
+    task = asyncio.ensure_future(run(signal=signal, config={"max_output_kb": 1_000_000}))
+    while len(lags) < 10 and not task.done():
+        await asyncio.sleep(0.01)
+    signal.cancel("enough")
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 60)
+    assert len(lags) >= 10 and max(lags) <= 2, lags
+
+
 async def test_a_deadline_stops_an_endless_flood(fake, run, events):
     fake.add_turns("Warmed up.", {"text": "Thinking", "flood": True})
     assert await run() == "Warmed up."  # the provider's libraries are imported: the deadline is the flood's
