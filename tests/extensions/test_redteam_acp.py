@@ -92,6 +92,28 @@ async def test_a_timer_cancelling_a_flood_of_chunks_stops_the_run_at_the_next_on
     assert agents_alive() == []
 
 
+async def test_a_flood_of_chunks_leaves_the_event_loop_a_turn_at_every_one(run, events, context_manager):
+    # a callback scheduled while the flood is reported (a deadline's timer) runs before
+    # the next few chunks are
+    loop = asyncio.get_running_loop()
+    lags: list[int] = []
+
+    def probe(topic, event):
+        seen = len(messages(events))
+        if event["type"] == "agent-message" and seen % 200 == 0 and len(lags) < 10:
+            loop.call_soon(lambda: lags.append(len(messages(events)) - seen))
+
+    context_manager.events.subscribe("redteam-acp", probe)
+    signal = Signal()
+    task = asyncio.ensure_future(run("flood", signal=signal, config={"max_output_kb": 1_000_000}))
+    while len(lags) < 10 and not task.done():
+        await asyncio.sleep(0.01)
+    signal.cancel("enough")
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 60)
+    assert len(lags) >= 10 and max(lags) <= 2, lags
+
+
 async def test_an_agent_deaf_to_cancel_eof_and_sigterm_is_killed(run, events):
     signal = Signal()
     task = asyncio.ensure_future(run("deaf", signal=signal))
