@@ -533,7 +533,7 @@ class AcpRun:
         return build_env(declared)
 
     @contextlib.asynccontextmanager
-    async def _spawn(self) -> AsyncIterator[asyncio.StreamReader]:
+    async def _spawn(self) -> AsyncIterator[_AgentLines]:
         if not os.path.isdir(self.cwd):
             raise AcpError(self.skill, f"model.cwd {self.cwd!r} is not a directory", code="BadCwd")
         try:
@@ -556,47 +556,20 @@ class AcpRun:
             ) from None
         except PermissionError:
             raise AcpError(self.skill, f"the ACP agent command {self.command[0]!r} is not executable") from None
-        reader = asyncio.StreamReader(limit=_STDIO_LIMIT)
-        pump = asyncio.ensure_future(self._pump(reader))
         self._stderr_read = asyncio.ensure_future(self._read_stderr())
         try:
-            yield reader
+            yield _AgentLines(self)
         finally:
-            pump.cancel()
-            await self._stop_process()
-            # Its pipes are read to their end (what is left is dropped), so that their
-            # transports close while the event loop runs: one left paused past its
-            # buffer's limit would be closed after the loop ("Event loop is closed").
+            # Its stdout is read to its end (what is left is dropped) while it stops: its
+            # pipes then close as it exits (the exit is seen only then), and no transport
+            # is left paused past its buffer's limit, to be closed after the event loop
+            # ("Event loop is closed").
             assert self.process is not None and self.process.stdout is not None
-            with contextlib.suppress(TimeoutError, OSError):
-                await asyncio.wait_for(_drain(self.process.stdout), 2)
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(self._stderr_read, 2)
-
-    async def _pump(self, reader: asyncio.StreamReader) -> None:
-        """The CLI's stdout to the ACP connection, JSON-RPC lines only: anything else is
-        kept (a few lines, cut short) to say what the program printed instead. A line
-        past the size limit ends the connection (the rest is read and dropped); one the
-        bounded JSON reader refuses is dropped, and when it answers a request, that
-        request fails at once with the reason (:func:`_readable`)."""
-        assert self.process is not None and self.process.stdout is not None
-        stdout = self.process.stdout
-        try:
-            while line := await stdout.readline():
-                await asyncio.sleep(0)  # a turn of the loop per line, however fast they come
-                if not line.lstrip().startswith(b"{"):
-                    if line.strip() and len(self.noise) < _NOISE_LINES:
-                        self.noise.append(_said(line[: _SAID_CHARS * 4].decode("utf-8", "replace")))
-                    continue
-                reader.feed_data(_readable(line, self))
-        except ValueError:  # a line past the limit
-            self.unreadable = f"sent a message longer than {_STDIO_LIMIT >> 20} MB (one JSON-RPC line at most)"
-            reader.feed_eof()
-            await _drain(stdout)
-        except OSError:  # a closed pipe
-            pass
-        finally:
-            reader.feed_eof()
+            drain = asyncio.ensure_future(_drain(self.process.stdout))
+            await self._stop_process()
+            for task in (drain, self._stderr_read):
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(task, 2)
 
     async def _read_stderr(self) -> None:
         """Keep the last _STDERR_TAIL bytes the CLI writes to stderr (for error messages)."""
@@ -697,6 +670,41 @@ class AcpRun:
             return HttpMcpServer(type="http", name="agent-apps", url=endpoint.url, headers=headers)
         env = [EnvVariable(name=name, value=value) for name, value in endpoint.to_env().items()]
         return McpServerStdio(name="agent-apps", command=sys.executable, args=["-m", "agent_apps.mcp.bridge"], env=env)
+
+
+class _AgentLines(asyncio.StreamReader):
+    """The CLI's stdout as the ACP connection reads it (``readuntil``, all it calls), a
+    line when it asks for one: a flood waits in the pipe, not in memory. JSON-RPC lines only:
+    anything else is kept (a few lines, cut short) to say what the program printed
+    instead. A line past the size limit ends the connection; one the bounded JSON reader
+    refuses is dropped, and when it answers a request, that request fails at once with
+    the reason (:func:`_readable`)."""
+
+    def __init__(self, run: AcpRun) -> None:
+        super().__init__(limit=_STDIO_LIMIT)
+        self.run = run
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+        run = self.run
+        assert run.process is not None and run.process.stdout is not None
+        while True:
+            try:
+                line = await run.process.stdout.readline()
+            except ValueError:  # a line past the limit (the rest is drained when the run ends)
+                run.unreadable = f"sent a message longer than {_STDIO_LIMIT >> 20} MB (one JSON-RPC line at most)"
+                line = b""
+            except OSError:  # a closed pipe
+                line = b""
+            if not line:
+                raise asyncio.IncompleteReadError(b"", None)
+            await asyncio.sleep(0)  # a turn of the loop per line, however fast they come
+            if not line.lstrip().startswith(b"{"):
+                if line.strip() and len(run.noise) < _NOISE_LINES:
+                    run.noise.append(_said(line[: _SAID_CHARS * 4].decode("utf-8", "replace")))
+                continue
+            readable = _readable(line, run)
+            if readable:
+                return readable
 
 
 class _Client:
