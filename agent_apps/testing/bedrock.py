@@ -55,6 +55,11 @@ script may also be one callable, called for every request. Keys of a turn:
     camel-case code, e.g. ``"modelStreamErrorException"``. ``Converse`` always gets the
     HTTP error.
 
+A turn can also play a hostile endpoint (see ``ScriptedHandler.send_stream``):
+``flood`` streams text deltas for ever, ``trickle`` writes one byte at a time,
+``no_stop`` cuts the reply off before its stop event, ``raw_usage`` sends token counts
+as given (``{"input": -1e9, "output": "many"}``), ``redirect`` answers ``307`` to a URL.
+
 Streams can be paced (``chunk_delay`` / ``delay``) and stalled (``hang_after``) to test
 cancellation: :meth:`FakeBedrock.wait_hanging` waits until a stream is stalled,
 :meth:`FakeBedrock.release` lets it finish, :meth:`FakeBedrock.wait_streams_ended` waits

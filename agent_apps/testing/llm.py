@@ -17,7 +17,8 @@ fake               request                      streamed reply
 They replay **scripted model turns**, one per request, exactly like
 :class:`~agent_apps.testing.bedrock.FakeBedrock` (the same turn keys: ``text``,
 ``reasoning``, ``tool_uses``, ``stop_reason``, ``usage``, ``chunk_size``, ``delay``,
-``hang_after``, ``error``, ``message``, ``status``, ``mid_stream``), and record every
+``hang_after``, ``error``, ``message``, ``status``, ``mid_stream``, and the hostile
+``flood``, ``trickle``, ``no_stop``, ``raw_usage``, ``redirect``), and record every
 request (:class:`ModelRequest`: the parsed body, headers, how its stream ended)::
 
     with FakeOpenAI(["Hello!"]) as fake:
