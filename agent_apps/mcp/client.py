@@ -42,16 +42,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
-from ..skill import Skill
+from ..skill import Skill, as_skill_name, mounted_tool_name
 from .guard import ToolLimits, capped_tool, readable_answers, same_origin_redirects, shown_name
+from .schemas import WRAPPED
 from .server_log import DEFAULT_LOG_KB, ServerLog, current_log, route_library_logging
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MCPServerError", "ServerConnection", "UnsetVariable", "close_servers", "mcp_skills", "skill_name"]
+__all__ = ["MOUNTED_ENV", "MCPServerError", "ServerConnection", "UnsetVariable", "close_servers", "mcp_skills"]
 
 
+#: Set in the environment of the stdio servers we start: an agent-apps started that way
+#: mounts no servers itself, or a config mounting `agent-apps mcp` would loop forever.
+MOUNTED_ENV = "AGENT_APPS_MCP_MOUNTED"
 DEFAULT_STARTUP_TIMEOUT = 30.0
 #: The most tools one server may list (``mcp_servers.SERVER.max_tools``): the rest are
 #: not mounted, with a warning (a server could page through tools for ever).
@@ -60,16 +64,6 @@ DEFAULT_MAX_TOOLS = 1000
 
 class MCPServerError(SkillFailed):
     """A mounted MCP server could not be reached, or its tool reported an error."""
-
-
-def skill_name(server: str, tool: str) -> str:
-    """``SERVER-TOOL`` normalized to ``[a-z0-9-]+``."""
-    return _norm(f"{_norm(server)}-{_norm(tool)}")
-
-
-def _norm(text: str) -> str:
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", text)  # camelCase -> camel-case
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "tool"
 
 
 # -- the background runtime ---------------------------------------------------------------
@@ -135,7 +129,8 @@ class ServerConnection:
         #: what the mcp library logs about the connection.
         self.log: ServerLog | None = None
         if log_dir is not None:
-            self.log = ServerLog(log_dir / f"mcp-{_norm(name)}.log", limit_kb=int(spec.get("log_kb") or DEFAULT_LOG_KB))
+            path = log_dir / f"mcp-{as_skill_name(name)}.log"
+            self.log = ServerLog(path, limit_kb=int(spec.get("log_kb") or DEFAULT_LOG_KB))
         self.max_tools = max(1, int(spec.get("max_tools") or DEFAULT_MAX_TOOLS))
         #: Tools past max_tools, not mounted (for the warning).
         self.tools_left_out = 0
@@ -381,8 +376,6 @@ class _transport:
 
         # Marked, so that an agent-apps started here does not mount servers in turn:
         # a config that mounts `agent-apps mcp` would otherwise start copies forever.
-        from .plugin import MOUNTED_ENV
-
         env = {**{k: str(v) for k, v in (spec.get("env") or {}).items()}, MOUNTED_ENV: "1"}
         params = StdioServerParameters(
             command=str(spec["command"]),
@@ -419,8 +412,6 @@ def _result(result: Any, skill: str, server: str, tool: str) -> Any:
         message = "\n".join(texts) or "the tool reported an error"
         raise MCPServerError(skill, f"{message} (tool {tool!r} of MCP server {server!r})")
     if result.structured_content is not None:
-        from .server import WRAPPED
-
         if (result.meta or {}).get(WRAPPED) and set(result.structured_content) == {"result"}:
             return result.structured_content["result"]  # an agent-apps server wrapped a non-object
         return result.structured_content
@@ -504,7 +495,7 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
             except MCPServerError as exc:
                 del registry[name]
                 # skill: the names its tools would have had, so that invoking one says why it is missing
-                yield SkillLoadError(exc.reason, path=where(name), skill=f"{_norm(name)}-*")
+                yield SkillLoadError(exc.reason, path=where(name), skill=f"{as_skill_name(name)}-*")
                 continue
         taken: dict[str, str] = {}
         limits = ToolLimits.of(conn.spec)
@@ -520,7 +511,7 @@ def _tool_skill(
     skill: the later one gets a numbered name."""
     key = f"mcp_servers.{conn.name}"
     capped = capped_tool(tool, conn.name, limits, key=key)
-    name = base = _cut(skill_name(conn.name, tool.name), limits.name_chars)
+    name = base = _cut(mounted_tool_name(conn.name, tool.name), limits.name_chars)
     number = 1
     while name in taken:
         number += 1
@@ -531,8 +522,6 @@ def _tool_skill(
     params = dict(capped.input_schema or {"type": "object", "properties": {}})
     metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name, "config": config}}
     if capped.output_schema:
-        from .server import WRAPPED
-
         schema = dict(capped.output_schema)
         # an agent-apps server wraps non-object results; the skill returns them unwrapped
         metadata["returns"] = schema["properties"]["result"] if schema.get(WRAPPED) else schema
@@ -542,7 +531,7 @@ def _tool_skill(
 
     shown = shown_name(str(tool.name))
     warnings = [f"{config}: {warning}" for warning in capped.warnings]
-    if base != skill_name(conn.name, tool.name):
+    if base != mounted_tool_name(conn.name, tool.name):
         warnings.append(
             f"{config}: MCP server {conn.name!r}, tool {shown!r}: its name is longer than {limits.name_chars} "
             f"characters; it is mounted as {name!r}"
