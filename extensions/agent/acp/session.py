@@ -33,8 +33,15 @@ The CLI's own tools (file edits, shell...) are not ours to run: its
 ``acp-KIND`` (``acp-edit``, ``acp-execute``...) with a category from the ACP tool kind.
 A request is for our ``invoke`` only when its tool call id is one our MCP endpoint is
 serving, with the same code: a title, a kind or an input shaped like ours prove nothing.
-Token usage comes from ``session/prompt`` when the agent reports it; else it is
-estimated (four characters a token) and marked ``estimated: true``.
+Token usage comes from ``session/prompt`` when the agent reports it (clamped: the
+agent is a peer); else it is estimated (four characters a token) and marked
+``estimated: true``.
+
+The CLI is held to what a peer may do (docs/security.md, "Peers"): its stdout is read a
+line at a time when the connection asks, with a turn of the event loop per line; a
+turn's output is capped (``model.max_output_kb``); a line past 50 MB ends the run, one
+the bounded JSON reader refuses is dropped (or fails the request it answers); only the
+tail of its stderr is kept; and a cancelled run does not wait for it to agree.
 """
 
 from __future__ import annotations
