@@ -125,7 +125,7 @@ async def test_usage_a_provider_lies_about_is_clamped_before_the_budget_counts_i
     # and a string or NaN would break the sums. Each count is clamped where hook events
     # enter the run (budget.with_clamped_usage), whatever the provider.
     lies = [{"input_tokens": -1e9, "output_tokens": 40}, {"input_tokens": "many", "output_tokens": 40.9}]
-    turns = [{"code": "x = 1", "usage": lies[0]}, {"code": "x = 2", "usage": lies[1]}, {"code": "x = 3", "usage": lies[0]}]
+    turns = [{"code": f"x = {n}", "usage": lies[n % 2]} for n in range(3)]
     turns.append({"text": "never", "usage": lies[0]})
     with pytest.raises(BudgetExceeded) as info:
         await agent(context_manager, turns, config={"budget": {"tokens": 120}})
@@ -137,14 +137,16 @@ async def test_usage_a_provider_lies_about_is_clamped_before_the_budget_counts_i
 
 def test_clamp_usage_makes_every_count_a_whole_number_within_bounds():
     lies = {
-        "input_tokens": -5, "output_tokens": float("nan"), "cache_read_tokens": float("inf"), "cache_write_tokens": 12.9,
+        "input_tokens": -5, "output_tokens": float("nan"), "cache_read_tokens": float("inf"),
+        "cache_write_tokens": 12.9,
         "a": "17", "b": "lots", "c": [1], "d": None, "e": True, "f": 10**400, "g": "1e999", "estimated": "yes",
     }  # fmt: skip
     assert clamp_usage(lies) == {
         "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": MAX_TOKENS, "cache_write_tokens": 12,
         "a": 17, "b": 0, "c": 0, "d": 0, "e": 0, "f": MAX_TOKENS, "g": MAX_TOKENS, "estimated": False,
     }  # fmt: skip
-    assert clamp_usage(None) == {} and clamp_usage("100") == {} and clamp_usage({"estimated": True}) == {"estimated": True}
+    assert clamp_usage(None) == {} and clamp_usage("100") == {}
+    assert clamp_usage({"estimated": True}) == {"estimated": True}
     assert Price(input=3.0, output=15.0).cost({"input_tokens": 10**400, "output_tokens": -1}) == 3.0 * MAX_TOKENS / 1e6
 
 
