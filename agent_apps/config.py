@@ -61,6 +61,8 @@ DEFAULTS: dict[str, Any] = {
         # and the MB of sandboxes its agents may hold at once
         "spawn": {"max_agents": 64, "max_depth": 6, "max_memory_mb": 2048},
         "parallel_tool_calls": True,
+        # the most one model reply may stream: text, reasoning and tool input (docs/security.md)
+        "max_output_kb": 1024,
     },
     "middleware": ["$agent"],
     # USD per million tokens, by model id (exact, else the longest matching glob): what
@@ -147,6 +149,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "spawn", "max_memory_mb"): _INT,
     ("model", "priority"): _STR,
     ("model", "parallel_tool_calls"): _BOOL,
+    ("model", "max_output_kb"): _INT,
     ("model", "tool_timeout"): _NUM,
     ("model", "guardrails"): "a list of strings",
     ("prices",): _MAP,  # USD per million tokens, by model id or glob
@@ -194,6 +197,11 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("mcp_servers", "*", "timeout"): _NUM,
     ("mcp_servers", "*", "startup_timeout"): _NUM,
     ("mcp_servers", "*", "mode"): _STR,
+    # what a server may add to a prompt and to the disk (docs/security.md, "What a peer can do")
+    ("mcp_servers", "*", "description_chars"): _INT,
+    ("mcp_servers", "*", "schema_kb"): _INT,
+    ("mcp_servers", "*", "max_tools"): _INT,
+    ("mcp_servers", "*", "log_kb"): _INT,
 }
 
 

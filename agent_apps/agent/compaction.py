@@ -13,12 +13,12 @@ that is not JSON is taken whole as the summary, with no facts.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _json
 from ..host_files import check_host_file, open_regular
 from ..state.memory import MAX_MEMORY_BYTES
 from ..state.window import Summary
@@ -109,8 +109,8 @@ def parse(text: Any) -> Summary:
     body = text.strip()
     start, end = body.find("{"), body.rfind("}")
     if start != -1 and end > start:
-        try:
-            data = json.loads(body[start : end + 1])
+        try:  # the model's text: bounded (a reply nested 100,000 deep is text, not a crash)
+            data = _json.loads(body[start : end + 1])
         except ValueError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("summary"), str) and data["summary"].strip():

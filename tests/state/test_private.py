@@ -103,11 +103,14 @@ def test_mounted_mcp_server_logs_are_private(tmp_path, umask):
 
     logs = tmp_path / "home" / "logs"
     connection = ServerConnection("noisy", {"command": "true"}, log_dir=logs)
-    connection._stderr().close()
+    assert connection.log is not None
+    connection.log.start("true")
+    connection.log.close()
     assert mode(tmp_path / "home") == mode(logs) == 0o700
     assert mode(logs / "mcp-noisy.log") == 0o600
     os.chmod(logs / "mcp-noisy.log", 0o644)  # left wider by an older version
-    connection._stderr().close()
+    connection.log.start("true")
+    connection.log.close()
     assert mode(logs / "mcp-noisy.log") == 0o600
 
 
