@@ -296,6 +296,7 @@ class AgentRun:
             retention=self.retention,
             user_message=self.user_message,
             journal=journal,
+            price=self.supervision.price,
         )
         memory = await recorder.start()
         started = journal.started if journal is not None else None
@@ -584,17 +585,15 @@ class AgentRun:
 
         With a journal, a call the journal holds is answered from it (a resumed run),
         and every call made is journaled with its outcome before the code sees it."""
-        assert self._code_ctx is not None
+        assert self._code_ctx is not None and self.recorder is not None
         mark_admitted()  # agents started below this run (which holds a sandbox) never wait for one
-        if self.recorder is not None:
-            self.recorder.called(name)
         if self._halted is not None:
             raise self._halted
         task = asyncio.current_task()
         if task is not None:
             self._calls.add(task)
         try:
-            return await self._journaled_call(name, args, options)
+            return await self.recorder.host_call(name, args, self._journaled_call(name, args, options))
         finally:
             self._calls.discard(task)  # type: ignore[arg-type]
 

@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
-from .runs import find_run
+from .runs import find_run, touch_run
 from .snapshot import _line, _parse, check_export
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "started_at": {"type": "number"},
                 "ended_at": {"type": ["number", "null"]},
                 "usage": {"type": "object"},
+                "cost_usd": {"type": "number", "minimum": 0},
             },
             "required": ["id", "name", "status", "started_at"],
         },
@@ -153,9 +154,10 @@ def import_run(store: StateStore, snapshot: Any, *, source: str = "<snapshot>") 
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
         conn.execute(
             "INSERT INTO runs (id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, "
-            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+            "output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)",
             (run["id"], run.get("session_id"), run["name"], run["status"], run["started_at"], run.get("ended_at"),
-             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+             float(run.get("cost_usd") or 0)),
         )  # fmt: skip
         conn.executemany(
             "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, "
@@ -168,6 +170,7 @@ def import_run(store: StateStore, snapshot: Any, *, source: str = "<snapshot>") 
             ],
         )  # fmt: skip
         store.journal.restore(conn, run["id"], point, data["journal"])
+        touch_run(conn, run["id"])
     return run
 
 

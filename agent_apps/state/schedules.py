@@ -24,6 +24,7 @@ from typing import Any
 from ..scheduling.timing import CATCH_UP, When, iso
 from ._db import Database
 from .errors import AlreadyExists, NotFound
+from .runs import touch_run
 
 __all__ = ["MAX_CATCH_UP", "Claim", "Claimed", "ScheduleInfo", "Schedules"]
 
@@ -166,15 +167,16 @@ class Schedules:
             conn.execute("DELETE FROM schedules WHERE id = ?", (info.id,))
         return info
 
-    def runs_of(self, key: str) -> builtins.list[dict[str, Any]]:
-        """The due times a schedule has run, oldest first."""
+    def runs_of(self, key: str, *, last: int | None = None) -> builtins.list[dict[str, Any]]:
+        """The due times a schedule has run, oldest first (``last``: only the latest N)."""
         info = self.get(key)
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT due_at, run_id, status, claimed_at, ended_at, pid, host, error FROM schedule_runs "
-                "WHERE schedule_id = ? ORDER BY due_at",
-                (info.id,),
+                "WHERE schedule_id = ? ORDER BY due_at DESC LIMIT ?",
+                (info.id, -1 if last is None else last),
             ).fetchall()
+        rows.reverse()
         keys = ("due_at", "run_id", "status", "claimed_at", "ended_at", "pid", "host", "error")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -219,6 +221,7 @@ class Schedules:
                         "VALUES (?, NULL, ?, 'running', ?, ?, ?)",
                         (run_id, info.ref, now, os.getpid(), _HOST),
                     )
+                    touch_run(conn, run_id)
                     out.claims.append(Claim(info, due_at, run_id))
                 if skipped:
                     out.skipped.append((info, skipped))
@@ -240,6 +243,7 @@ class Schedules:
                 "WHERE id = ?",
                 (status if status in ("done", "cancelled") else "error", now, claim.run_id),
             )
+            touch_run(conn, claim.run_id)
             conn.execute(
                 "UPDATE schedule_runs SET status = ?, ended_at = ?, error = ? WHERE schedule_id = ? AND due_at = ?",
                 (status, now, error, claim.schedule.id, claim.due_at),

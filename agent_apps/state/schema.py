@@ -176,5 +176,21 @@ CREATE TABLE memory_files (
 CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, tokenize = 'porter unicode61');
 """
 
+_V5 = """
+-- What watchers (the console, docs/console.md) read. Every change to a run or to one of
+-- its agents gives the run, and that agent, the next number of `runs.seq`: a watcher
+-- asks for what changed after the number it saw. `agents.live` is the turn an agent has
+-- in flight (JSON, as a report's step); the token and cost columns hold each agent's
+-- totals so far, and the run's hold the sum of its agents'.
+ALTER TABLE runs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE INDEX runs_seq ON runs (seq);
+ALTER TABLE agents ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN live TEXT;
+ALTER TABLE agents ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+"""
+
 #: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
