@@ -30,6 +30,7 @@ _GROUPS = {
     "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
+    "console": ("agent_apps.console.cli", "a local web page over the state store: runs, approvals, sessions"),
 }
 
 
