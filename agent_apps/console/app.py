@@ -6,7 +6,7 @@
 ``GET /approvals``        the runs waiting for approval, with their pending calls
 ``GET /sessions[/ID]``    sessions; one as a conversation
 ``GET /schedules``        schedules and the last runs of each
-``GET /live/...``         server-sent events that keep those pages up to date
+``GET /live/...``         server-sent events that keep the runs, a run and approvals up to date
 ``POST /runs/RUN/decide`` approve, deny (with a reason) or skip the pending call, then
                           resume the run in a worker process
 ``POST /runs/RUN/resume`` resume a run whose call was decided
@@ -95,6 +95,7 @@ def create_app(console: Console, *, hosts: set[str], cookie: str) -> Guard:
         Route("/sessions/{session_id}", session),
         Route("/schedules", schedules),
         Route("/live/runs", live_runs),
+        Route("/live/approvals", live_approvals),
         Route("/live/runs/{run_id}", live_run),
         Route("/assets/{name}", asset),
     ]
@@ -145,16 +146,10 @@ async def run(request: Request) -> Response:
 async def approvals(request: Request) -> Response:
     console = _console(request)
     store = console.store
-
-    def read() -> list[Any]:
-        waiting = []
-        for info in store.runs.list(status=WAITING, limit=200):
-            point = store.journal.checkpoint(info.id)
-            waiting.append((info, point.pending if point else None, point.decision if point else None))
-        return waiting
-
-    return await _page(request, "Approvals", pages.approvals(await store.call(read), console.csrf),
-                       active="approvals")  # fmt: skip
+    latest = await store.call(store.runs.latest)
+    waiting = await store.call(pages.waiting_runs, store)
+    return await _page(request, "Approvals", pages.approvals(waiting, console.csrf), active="approvals",
+                       live_url=url("/live/approvals", after=latest))  # fmt: skip
 
 
 async def sessions(request: Request) -> Response:
@@ -249,8 +244,28 @@ def _after(request: Request) -> int:
 
 async def live_runs(request: Request) -> Response:
     console = _console(request)
+    store = console.store
     filters = pages.RunFilters.of(request.query_params)
-    return _stream(live.list_events(console.store, filters, _after(request), stopping=console.stopping))
+
+    def read() -> list[dict[str, Any]]:
+        runs, total, _ = filters.read(store)
+        return [
+            {"id": "runs-summary", "parent": None, "html": pages.runs_summary(filters, total)},
+            {"id": "runs-body", "parent": None, "html": f'<tbody id="runs-body">{pages.run_rows(runs)}</tbody>'},
+        ]
+
+    return _stream(live.list_events(store, _after(request), read=read, stopping=console.stopping))
+
+
+async def live_approvals(request: Request) -> Response:
+    console = _console(request)
+    store = console.store
+
+    def read() -> list[dict[str, Any]]:
+        html = pages.approval_list(pages.waiting_runs(store), console.csrf)
+        return [{"id": "approvals", "parent": None, "html": html}]
+
+    return _stream(live.list_events(store, _after(request), read=read, stopping=console.stopping))
 
 
 async def live_run(request: Request) -> Response:

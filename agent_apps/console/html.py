@@ -80,8 +80,13 @@ def cost(value: Any) -> str:
     return "–" if value is None else f"${float(value):.4f}"
 
 
-def json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+def json_text(value: Any, *, width: int = 100) -> str:
+    """A value to show: a string as it is, other values as JSON, on one line when that
+    fits in ``width`` characters, else indented."""
+    if isinstance(value, str):
+        return value
+    line = json.dumps(value, ensure_ascii=False, default=str)
+    return line if len(line) <= width else json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def layout(title: str, main: Html, *, active: str, waiting: int, store: str, live: str | None = None) -> Html:

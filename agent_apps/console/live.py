@@ -5,8 +5,8 @@ progress meets it: every write to a run or its agents takes a change number
 (``store.runs.latest()``, ``store.runs.changed(run_id, after)``), and an agent's turn in
 flight is written as it changes, at most every 50 ms (``agent_apps.agent.recorder``).
 Each open page has a stream here that polls the store for changes after the number
-it saw: a run's page every :data:`RUN_POLL` seconds, the runs list every
-:data:`LIST_POLL`. What changed is rendered again, only the fragments whose
+it saw: a run's page every :data:`RUN_POLL` seconds, the runs list and the approvals
+every :data:`LIST_POLL`. What changed is rendered again, only the fragments whose
 fingerprints changed, and sent as one ``patch`` event: a list of ``{id, parent, html}``
 (``html`` null: remove the element), which ``console.js`` applies by element id. So a
 change reaches an open page within the recorder's interval plus the poll interval,
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from ..state.errors import NotFound
 from ..state.run_view import build
 from ..state.runs import AgentInfo, RunInfo
-from .pages import RunFilters, run_rows, runs_summary
 from .run_page import Fragment, fragments
 
 if TYPE_CHECKING:
@@ -139,12 +138,13 @@ def _patch(parts: list[Fragment], sent: dict[str, str]) -> list[dict[str, Any]]:
 
 async def list_events(
     store: StateStore,
-    filters: RunFilters,
     after: int,
     *,
+    read: Callable[[], list[dict[str, Any]]],
     stopping: Callable[[], bool],
 ) -> AsyncIterator[str]:
-    """The stream of the runs list: its rows and summary again when any run changed."""
+    """The stream of a list page (runs, approvals): ``read()``, on the store's thread,
+    gives its operations again whenever any run changed."""
     seen = after
     async for keepalive in _ticks(LIST_POLL, stopping):
         latest = await store.call(store.runs.latest)
@@ -153,9 +153,4 @@ async def list_events(
                 yield ": still here\n\n"
             continue
         seen = latest
-        runs, total, _ = await store.call(filters.read, store)
-        ops = [
-            {"id": "runs-summary", "parent": None, "html": runs_summary(filters, total)},
-            {"id": "runs-body", "parent": None, "html": f'<tbody id="runs-body">{run_rows(runs)}</tbody>'},
-        ]
-        yield _event("patch", ops, seen)
+        yield _event("patch", await store.call(read), seen)

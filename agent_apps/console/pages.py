@@ -17,7 +17,19 @@ from .html import Html, cost, esc, join, json_text, ms, tag, url, when
 if TYPE_CHECKING:
     from ..state import RunInfo, StateStore
 
-__all__ = ["PAGE_SIZE", "RunFilters", "approvals", "runs_page", "schedules", "session", "sessions"]
+__all__ = [
+    "PAGE_SIZE",
+    "RunFilters",
+    "approval_list",
+    "approvals",
+    "run_rows",
+    "runs_page",
+    "runs_summary",
+    "schedules",
+    "session",
+    "sessions",
+    "waiting_runs",
+]
 
 #: Rows on one page of runs or sessions.
 PAGE_SIZE = 50
@@ -148,7 +160,23 @@ def runs_page(filters: RunFilters, runs: list[RunInfo], total: int, names: list[
     )
 
 
-def approvals(waiting: list[tuple[RunInfo, dict[str, Any] | None, dict[str, Any] | None]], csrf: str) -> Html:
+Waiting = list[tuple["RunInfo", "dict[str, Any] | None", "dict[str, Any] | None"]]
+
+
+def waiting_runs(store: StateStore, limit: int = 200) -> Waiting:
+    """The runs waiting for approval, newest first, with their pending calls and decisions."""
+    waiting: Waiting = []
+    for info in store.runs.list(status=WAITING, limit=limit):
+        point = store.journal.checkpoint(info.id)
+        waiting.append((info, point.pending if point else None, point.decision if point else None))
+    return waiting
+
+
+def approvals(waiting: Waiting, csrf: str) -> Html:
+    return tag("<h1>Approvals</h1>{}", approval_list(waiting, csrf))
+
+
+def approval_list(waiting: Waiting, csrf: str) -> Html:
     """Runs waiting for approval, each with its pending call and the buttons."""
     items = []
     for run, pending, decision in waiting:
@@ -191,8 +219,8 @@ def approvals(waiting: list[tuple[RunInfo, dict[str, Any] | None, dict[str, Any]
                 buttons,
             )
         )
-    body = join(items) if items else Html('<p class="empty">No run is waiting for approval.</p>')
-    return tag('<h1>Approvals</h1><ul class="approvals" id="approvals">{}</ul>', body)
+    body = join(items) if items else Html('<li class="empty">No run is waiting for approval.</li>')
+    return tag('<ul class="approvals" id="approvals">{}</ul>', body)
 
 
 def sessions(store: StateStore, page: int) -> Html:
@@ -301,7 +329,7 @@ def schedules(store: StateStore) -> Html:
                 '<li class="schedule"><h2>{} <span class="muted">{}</span></h2><dl class="facts">'
                 "<div><dt>Runs</dt><dd><code>{}</code></dd></div><div><dt>When</dt><dd>{}</dd></div>"
                 "<div><dt>Next</dt><dd>{}</dd></div><div><dt>Catch up</dt><dd>{}</dd></div>"
-                "<div><dt>Ran</dt><dd>{} times, {} missed</dd></div></dl>"
+                "<div><dt>Ran</dt><dd>{}, {} missed</dd></div></dl>"
                 '<details id="args-{}"><summary>Args</summary><pre class="json">{}</pre></details>'
                 "<h3>Last runs</h3><ul class=\"plain\">{}</ul></li>",
                 info.name or info.id,
@@ -310,7 +338,7 @@ def schedules(store: StateStore) -> Html:
                 str(info.when),
                 when(info.next_at) if info.next_at else "no due time left",
                 info.catch_up,
-                info.runs,
+                "once" if info.runs == 1 else f"{info.runs} times",
                 info.missed,
                 info.id,
                 json_text(info.args),

@@ -381,8 +381,7 @@ def _agent_foot(node: AgentNode) -> Html:
             )
         )
     elif "result" in report:
-        value = report["result"]
-        text = value if isinstance(value, str) else json_text(value)
+        text = json_text(report["result"])
         parts.append(tag('<div class="result"><span class="role">Result</span><pre>{}</pre>{}</div>', text,
                          _cut(report, "result")))  # fmt: skip
     return tag('<div class="agent-foot" id="{}-foot">{}</div>', ident, join(parts))
@@ -488,10 +487,10 @@ def _host_call(node: AgentNode, host: dict[str, Any]) -> Html:
         )
     ]
     if "args" in host:
-        parts.append(tag('<pre class="json args" aria-label="Arguments">{}</pre>{}', _value(host["args"], host, "args"),
+        parts.append(tag('<pre class="json args" aria-label="Arguments">{}</pre>{}', json_text(host["args"]),
                          _cut(host, "args")))  # fmt: skip
     if status == "ok" and "result" in host:
-        parts.append(tag('<pre class="json res" aria-label="Result">{}</pre>{}', _value(host["result"], host, "result"),
+        parts.append(tag('<pre class="json res" aria-label="Result">{}</pre>{}', json_text(host["result"]),
                          _cut(host, "result")))  # fmt: skip
     error = host.get("error")
     if error:
@@ -499,10 +498,3 @@ def _host_call(node: AgentNode, host: dict[str, Any]) -> Html:
                          f": {error['message']}" if error.get("message") else ""))  # fmt: skip
     nested = join(_agent(child, top=False) for child in node.by_call.get(str(host.get("id")), ()))
     return tag('<li class="host h-{}">{}{}</li>', status, join(parts), nested)
-
-
-def _value(value: Any, entry: dict[str, Any], field: str) -> str:
-    """A host call's value: its JSON, or, cut, the start of its JSON as it was kept."""
-    if entry.get(field + "_cut"):
-        return str(value)
-    return json_text(value)

@@ -4,7 +4,6 @@ and deny by clicking, and the token, Host and origin checks."""
 
 from __future__ import annotations
 
-import http.client
 import re
 import threading
 
@@ -160,11 +159,15 @@ def test_approve_and_deny_by_clicking(manager, console, page, tmp_path):
             invoke(manager, "agent", {"prompt": "P", "name": name, "config": scripted(turns)}, config=ASK_WRITE)
         return waiting.value.run_id
 
+    page.goto(console.url)
+    page.get_by_role("link", name=re.compile("^Approvals")).click()
+    expect(page.get_by_text("No run is waiting for approval.")).to_be_visible()
     wanted, unwanted = tmp_path / "wanted.txt", tmp_path / "unwanted.txt"
     approved = checkpointed("writer", wanted)
     denied = checkpointed("scribbler", unwanted)
+    expect(page.get_by_role("listitem").filter(has_text=denied[:12])).to_be_visible()  # the list updates itself
     invoke(manager, "agent", {"prompt": "P", "name": "bystander", "config": scripted([{"text": "hi"}])})
-    page.goto(console.url)
+    page.get_by_role("link", name="Runs").click()
     rows = page.get_by_role("table").get_by_role("row")
     expect(rows.nth(1)).to_contain_text("waiting-approval")  # waiting runs first
     expect(rows.nth(2)).to_contain_text("waiting-approval")
@@ -193,26 +196,15 @@ def test_approve_and_deny_by_clicking(manager, console, page, tmp_path):
     expect(page.get_by_text("No run is waiting for approval.")).to_be_visible()
 
 
-def _request(console, method, path, *, host=None, cookie=True, headers=None, body=None):
-    conn = http.client.HTTPConnection(console.host, timeout=BOUND)
-    sent = {"Host": host or console.host, **(headers or {})}
-    if cookie:
-        sent["Cookie"] = console.cookie
-    conn.request(method, path, body=body, headers=sent)
-    response = conn.getresponse()
-    return response.status, dict(response.getheaders()), response.read().decode()
-
-
-def test_the_token_the_host_and_the_origin_are_checked(manager, console, page):
+def test_the_token_stays_in_a_cookie_scripts_cannot_read(manager, console, page):
     call = {"prompt": "P", "name": "secretive", "config": scripted([{"text": "the plans are in the vault"}])}
     invoke(manager, "agent", call)
     (run,) = manager.state.runs.list()
-
     # no token: nothing but how to get in
     page.goto(console.base + "/runs/" + run.id)
     expect(page.get_by_role("heading", name="This console needs its token")).to_be_visible()
     assert run.id not in page.content() and "vault" not in page.content()
-    # the printed address lets the browser in, and keeps the token where scripts cannot read it
+    # the printed address lets the browser in, then leaves the address bar without the token
     page.goto(console.url)
     expect(page).to_have_url(console.base + "/")
     expect(page.get_by_role("row", name=re.compile("secretive"))).to_be_visible()
@@ -221,28 +213,3 @@ def test_the_token_the_host_and_the_origin_are_checked(manager, console, page):
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == console.token
     page.get_by_role("row", name=re.compile("secretive")).get_by_role("link").click()
     expect(page.get_by_text("the plans are in the vault").first).to_be_visible()
-
-    port = console.host.rsplit(":", 1)[1]
-    status, headers, body = _request(console, "GET", f"/runs/{run.id}", host=f"rebound.example:{port}")
-    assert status == 421 and "vault" not in body  # DNS rebinding: another name for this address
-    assert _request(console, "GET", f"/runs/{run.id}", host=f"localhost:{port}")[0] == 200
-    status, headers, body = _request(console, "GET", "/", cookie=False)
-    assert status == 401 and "secretive" not in body
-    status, headers, _ = _request(console, "GET", "/", headers={"Cookie": f"{console.cookie}x"}, cookie=False)
-    assert status == 401
-    for answer in (_request(console, "GET", "/"), _request(console, "GET", "/nowhere"), (status, headers, "")):
-        assert "script-src 'self'" in answer[1]["content-security-policy"]
-        assert "'unsafe-inline'" not in answer[1]["content-security-policy"]
-    # only its own assets
-    assert _request(console, "GET", "/assets/console.js")[0] == 200
-    for path in ("/assets/..%2F..%2Fpyproject.toml", "/assets/../cli.py", "/assets/__init__.py", "/etc/passwd",
-                 "/assets/%2e%2e/app.py"):  # fmt: skip
-        assert _request(console, "GET", path)[0] == 404, path
-    # a decision from another site, or without the form's value, is refused
-    form = {"Content-Type": "application/x-www-form-urlencoded"}
-    decide = f"/runs/{run.id}/decide"
-    for extra in ({}, {"Origin": "http://evil.example"}, {"Origin": "null"}, {"Referer": "http://evil.example/x"}):
-        assert _request(console, "POST", decide, headers={**form, **extra}, body="action=approve")[0] == 403, extra
-    same = {**form, "Origin": console.base}
-    status, _, body = _request(console, "POST", decide, headers=same, body="action=approve")
-    assert status == 403 and "did not come from this console" in body
