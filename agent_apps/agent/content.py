@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["REPORT_LIMIT", "TEXT_LIMIT", "VALUE_LIMIT", "ContentBudget", "json_size"]
+__all__ = ["REPORT_LIMIT", "TEXT_LIMIT", "VALUE_LIMIT", "ContentBudget", "dumps", "json_size"]
 
 #: Characters kept of one text: the model's text or reasoning in a turn, the code of an
 #: invoke call, the result the model read.
@@ -26,13 +26,15 @@ VALUE_LIMIT = 4_000
 REPORT_LIMIT = 1_000_000
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
+    """``value`` as compact JSON (what is not JSON, as its ``repr``)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-def json_size(value: Any) -> int:
-    """The size in bytes of ``value`` as JSON (a string: of its UTF-8 text)."""
-    text = value if isinstance(value, str) else _dumps(value)
+def json_size(value: Any, text: str | None = None) -> int:
+    """The size in bytes of ``value`` as JSON (a string: of its UTF-8 text); ``text``:
+    its JSON, when the caller has it already."""
+    text = value if isinstance(value, str) else dumps(value) if text is None else text
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -48,12 +50,15 @@ class ContentBudget:
         """Keep ``text`` as ``entry[field]``, cut to ``limit`` (and to what room is left)."""
         self._keep(entry, field, text, text, limit)
 
-    def value(self, entry: dict[str, Any], field: str, value: Any, limit: int = VALUE_LIMIT) -> None:
-        """Keep ``value`` (any JSON) as ``entry[field]``: a copy, or the start of its JSON."""
+    def value(
+        self, entry: dict[str, Any], field: str, value: Any, limit: int = VALUE_LIMIT, *, text: str | None = None
+    ) -> None:
+        """Keep ``value`` (any JSON) as ``entry[field]``: a copy, or the start of its JSON
+        (``text``, when the caller has it already: :func:`dumps`)."""
         if isinstance(value, str):
             self._keep(entry, field, value, value, limit)
             return
-        text = _dumps(value)
+        text = dumps(value) if text is None else text
         self._keep(entry, field, text, None, limit)
         if field not in entry:  # it fits: a copy, so later changes to the value do not show
             entry[field] = json.loads(text)

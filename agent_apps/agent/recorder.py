@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import time
 from collections.abc import Awaitable
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ApprovalPending
 from ..state.messages import Message, estimate_text
-from .content import TEXT_LIMIT, ContentBudget, json_size
+from .content import TEXT_LIMIT, ContentBudget, dumps, json_size
 
 if TYPE_CHECKING:
     from ..budget import Price
@@ -254,9 +253,10 @@ class Recorder:
         else:
             entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
             entry["status"] = "ok"
-            entry["result_size"] = json_size(result)
+            text = None if isinstance(result, str) else dumps(result)
+            entry["result_size"] = json_size(result, text)
             if self.keeps_content:
-                self.content.value(entry, "result", result)
+                self.content.value(entry, "result", result, text=text)
             return result
         finally:
             _HOST_CALL.reset(token)
@@ -355,7 +355,7 @@ class Recorder:
             for field, parts in (("text", self._text), ("reasoning", self._reasoning)):
                 if parts:
                     ContentBudget(self.content.room).text(live, field, "".join(parts))
-        text = json.dumps(live, ensure_ascii=False, separators=(",", ":"), default=repr)
+        text = dumps(live)
         before = self._live_write
         self._live_write = asyncio.ensure_future(self._store_live(text, before))
 

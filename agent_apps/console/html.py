@@ -16,9 +16,10 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ..state.run_view import clock, money
 from ..terminal import printable
 
-__all__ = ["Html", "cost", "esc", "join", "json_text", "layout", "ms", "tag", "tokens", "url", "when"]
+__all__ = ["Html", "cost", "esc", "join", "json_text", "layout", "tag", "url", "when"]
 
 
 class Html(str):
@@ -57,27 +58,11 @@ def when(at: float | None) -> Html:
     """A time, local, as a ``<time>`` element."""
     if not at:
         return Html("–")
-    iso = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at))
-    return tag('<time datetime="{}">{}</time>', iso, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)))
-
-
-def ms(value: Any) -> str:
-    """A duration in milliseconds, as people read it."""
-    if value is None:
-        return "…"
-    value = float(value)
-    if value < 1000:
-        return f"{value:.0f} ms"
-    return f"{value / 1000:.1f} s" if value < 120_000 else f"{value / 60_000:.1f} min"
-
-
-def tokens(usage: dict[str, Any]) -> str:
-    mark = "~" if usage.get("estimated") else ""
-    return f"{mark}{int(usage.get('input_tokens') or 0):,} in / {mark}{int(usage.get('output_tokens') or 0):,} out"
+    return tag('<time datetime="{}">{}</time>', time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at)), clock(at))
 
 
 def cost(value: Any) -> str:
-    return "–" if value is None else f"${float(value):.4f}"
+    return "–" if value is None else money(value)
 
 
 def json_text(value: Any, *, width: int = 100) -> str:

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..state.run_view import status_of
+from ..state.run_view import duration, status_of
 from ..state.runs import STATUSES, WAITING
 from .highlight import highlight
-from .html import Html, cost, esc, join, json_text, ms, tag, url, when
+from .html import Html, cost, esc, join, json_text, tag, url, when
 
 if TYPE_CHECKING:
     from ..state import RunInfo, StateStore
@@ -94,7 +94,7 @@ def run_rows(runs: list[RunInfo]) -> Html:
     rows = []
     for run in runs:
         status = status_of(run)
-        took = ms((run.ended_at - run.started_at) * 1000) if run.ended_at else ("running" if status == "running"
+        took = duration((run.ended_at - run.started_at) * 1000) if run.ended_at else ("running" if status == "running"
                                                                                  else "–")  # fmt: skip
         session = tag('<a href="{}">{}</a>', url("/sessions", run.session_id), run.session_id) if run.session_id \
             else Html("–")  # fmt: skip

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..state.run_view import AgentNode, RunView
+from ..state.run_view import AgentNode, RunView, duration, token_counts
 from .highlight import highlight
-from .html import Html, cost, esc, join, json_text, ms, tag, tokens, url, when
+from .html import Html, cost, esc, join, json_text, tag, url, when
 
 if TYPE_CHECKING:
     from .workers import Worker
@@ -142,14 +142,14 @@ def run_main(view: RunView, worker: Worker | None, csrf: str) -> Html:
 
 def _head(view: RunView) -> Html:
     run = view.run
-    took = ms((run.ended_at - run.started_at) * 1000) if run.ended_at else "running"
+    took = duration((run.ended_at - run.started_at) * 1000) if run.ended_at else "running"
     facts = [
         ("Skill", esc(run.name)),
         ("Session", tag('<a href="{}">{}</a>', url("/sessions", run.session_id), run.session_id) if run.session_id
          else esc("none")),
         ("Started", when(run.started_at)),
         ("Duration", esc(took)),
-        ("Tokens", esc(tokens({"input_tokens": run.input_tokens, "output_tokens": run.output_tokens}))),
+        ("Tokens", esc(token_counts({"input_tokens": run.input_tokens, "output_tokens": run.output_tokens}))),
         ("Cost", esc(cost(run.cost_usd) if run.cost_usd else "–")),
         ("Agents", esc(len(view.agents))),
     ]  # fmt: skip
@@ -249,6 +249,10 @@ def _timeline(view: RunView) -> Html:
     def width(seconds: float) -> float:
         return round(max(seconds / span * 1000, 1.5), 2)
 
+    def bar(kind: str, at: float, seconds: float, title: str) -> Html:
+        return tag('<rect class="{}" x="{}" y="1" width="{}" height="10"><title>{}</title></rect>', kind, x(at),
+                   width(seconds), title)  # fmt: skip
+
     rows = []
     for node in nodes:
         info = node.info
@@ -256,20 +260,18 @@ def _timeline(view: RunView) -> Html:
         bars = [tag('<rect class="tl-agent s-{}" x="{}" y="3" width="{}" height="6"></rect>', info.status,
                     x(info.started_at), width(ends - info.started_at))]  # fmt: skip
         for step in node.steps:
-            began = step.get("started_at")
+            began, turn = step.get("started_at"), step.get("turn")
             if not isinstance(began, (int, float)):
                 continue
             model = float(step.get("model_latency_ms") or 0) / 1000
-            bars.append(tag('<rect class="tl-model" x="{}" y="1" width="{}" height="10"><title>turn {} model {}'
-                            "</title></rect>", x(began), width(model), step.get("turn"), ms(model * 1000)))  # fmt: skip
+            bars.append(bar("tl-model", began, model, f"turn {turn} model {duration(model * 1000)}"))
             for call in step.get("tool_calls") or ():
                 at, took = call.get("started_at"), call.get("latency_ms")
                 if isinstance(at, (int, float)):
                     seconds = float(took) / 1000 if took is not None else now - at
-                    bars.append(tag('<rect class="tl-tool" x="{}" y="1" width="{}" height="10"><title>turn {} {} {}'
-                                    "</title></rect>", x(at), width(seconds), step.get("turn"), call.get("tool"),
-                                    ms(seconds * 1000)))  # fmt: skip
-        label = f"{info.name}: {ms((info.started_at - start) * 1000)} to {ms((ends - start) * 1000)}"
+                    title = f"turn {turn} {call.get('tool')} {duration(seconds * 1000)}"
+                    bars.append(bar("tl-tool", at, seconds, title))
+        label = f"{info.name}: {duration((info.started_at - start) * 1000)} to {duration((ends - start) * 1000)}"
         rows.append(
             tag(
                 '<div class="tl-row depth-{}"><a class="tl-name" href="#{}">{}</a>'
@@ -288,7 +290,7 @@ def _timeline(view: RunView) -> Html:
         '<p class="legend"><span class="k-model">model</span> <span class="k-tool">code and calls</span></p>'
         "</section></div>",
         join(rows),
-        ms(span * 1000),
+        duration(span * 1000),
     )
 
 
@@ -324,13 +326,13 @@ def _head_facts(node: AgentNode) -> list[str]:
     steps = report.get("steps") or ()
     if steps:
         facts.append(f"{len(steps)} turn" + ("s" if len(steps) != 1 else ""))
-        facts.append(tokens(report.get("usage") or {}) + " tokens")
+        facts.append(token_counts(report.get("usage") or {}) + " tokens")
     if report.get("cost_usd") is not None:
         facts.append(cost(report["cost_usd"]))
     if node.duration_s is not None:
-        facts.append(ms(node.duration_s * 1000))
+        facts.append(duration(node.duration_s * 1000))
     elif info.status == "running":
-        facts.append(f"running for {ms((time.time() - info.started_at) * 1000)}")
+        facts.append(f"running for {duration((time.time() - info.started_at) * 1000)}")
     if report.get("retention") not in (None, "permanent"):
         facts.append(f"retention {report['retention']}: no content kept")
     return facts
@@ -401,10 +403,10 @@ def _turn(node: AgentNode, step: dict[str, Any]) -> Html:
         if not step.get("tool_calls") and not step.get("text"):
             facts.append("waiting for the model")
     else:
-        facts = [f"model {ms(step.get('model_latency_ms'))}"]
+        facts = [f"model {duration(step.get('model_latency_ms'))}"]
         if step.get("tool_calls"):
-            facts.append(f"code and calls {ms(step.get('tool_ms'))}")
-        facts.append(tokens(usage) + " tokens")
+            facts.append(f"code and calls {duration(step.get('tool_ms'))}")
+        facts.append(token_counts(usage) + " tokens")
         if step.get("cost_usd") is not None:
             facts.append(cost(step["cost_usd"]))
         facts.append(str(step.get("finish_reason")))
@@ -451,7 +453,7 @@ def _tool_call(node: AgentNode, call: dict[str, Any], ident: str) -> Html:
         tag(
             '<div class="call-head"><span class="tool">{}</span> · <span class="lat">{}</span>{}</div>',
             call.get("tool"),
-            ms(call.get("latency_ms")) if state != "running" else "running",
+            duration(call.get("latency_ms")) if state != "running" else "running",
             Html(' <span class="status s-error">error</span>') if state == "error" else Html(""),
         )
     ]
@@ -481,7 +483,7 @@ def _host_call(node: AgentNode, host: dict[str, Any]) -> Html:
             '<div class="host-head"><span class="arrow">→</span> <span class="skill">{}</span> · '
             '<span class="lat">{}</span> <span class="status s-{}">{}</span></div>',
             host.get("skill"),
-            ms(host.get("latency_ms")) if status != "running" else "running",
+            duration(host.get("latency_ms")) if status != "running" else "running",
             status,
             status,
         )

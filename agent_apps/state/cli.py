@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from ..cli import _Parser, _table
 from . import open_store
 from .errors import SnapshotInvalid
+from .run_view import clock as _when
 
 __all__ = ["parse"]
 
@@ -82,10 +82,6 @@ def _json(value: Any) -> None:
     out = sys.stdout
     json.dump(value, out, indent=2, ensure_ascii=False)
     out.write("\n")
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
 
 
 def _short(text: str, width: int = 200) -> str:

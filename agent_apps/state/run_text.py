@@ -12,10 +12,10 @@ terminal escaped (see :mod:`agent_apps.terminal`): run content is untrusted.
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..terminal import printable
+from .run_view import clock, duration, money, token_counts
 
 if TYPE_CHECKING:
     from .run_view import AgentNode, RunView
@@ -25,26 +25,6 @@ __all__ = ["write_run"]
 #: Lines shown of one text (the model's text, a result); code gets more.
 TEXT_LINES = 8
 CODE_LINES = 40
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
-
-
-def _ms(value: Any) -> str:
-    if value is None:
-        return "…"
-    value = float(value)
-    return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
-
-
-def _tokens(usage: dict[str, Any]) -> str:
-    mark = "~" if usage.get("estimated") else ""
-    return f"{mark}{int(usage.get('input_tokens') or 0):,} in / {mark}{int(usage.get('output_tokens') or 0):,} out"
-
-
-def _cost(value: Any) -> str | None:
-    return None if value is None else f"${float(value):.4f}"
 
 
 def _json(value: Any) -> str:
@@ -101,11 +81,11 @@ def write_run(view: RunView, out: TextIO, width: int) -> None:
     run, w = view.run, _Writer(out, width)
     w.line(0, f"run {run.id}: {view.status}")
     facts = [run.name, f"session {run.session_id}" if run.session_id else "no session"]
-    facts.append(f"started {_when(run.started_at)}")
-    facts.append(f"took {_ms((run.ended_at - run.started_at) * 1000)}" if run.ended_at else "running")
-    facts.append(f"{_tokens({'input_tokens': run.input_tokens, 'output_tokens': run.output_tokens})} tokens")
+    facts.append(f"started {clock(run.started_at)}")
+    facts.append(f"took {duration((run.ended_at - run.started_at) * 1000)}" if run.ended_at else "running")
+    facts.append(f"{token_counts({'input_tokens': run.input_tokens, 'output_tokens': run.output_tokens})} tokens")
     if run.cost_usd:
-        facts.append(f"${run.cost_usd:.4f}")
+        facts.append(money(run.cost_usd))
     w.facts(2, facts)
     pending = view.pending
     if pending is not None:
@@ -128,7 +108,7 @@ def _agent(w: _Writer, node: AgentNode, indent: int) -> None:
     if info.session_id:
         facts.append(f"session {info.session_id}")
     if node.duration_s is not None:
-        facts.append(_ms(node.duration_s * 1000))
+        facts.append(duration(node.duration_s * 1000))
     w.facts(indent, facts)
     if "user_message" in report:
         w.block(indent + 2, "user", str(report["user_message"]), TEXT_LINES)
@@ -160,13 +140,12 @@ def _step(w: _Writer, node: AgentNode, step: dict[str, Any], indent: int, shown:
     if step.get("live"):
         facts.append("in progress")
     else:
-        facts.append(f"model {_ms(step.get('model_latency_ms'))}")
+        facts.append(f"model {duration(step.get('model_latency_ms'))}")
         if step.get("tool_calls"):
-            facts.append(f"tools {_ms(step.get('tool_ms'))}")
-        facts.append(f"{_tokens(usage)} tokens")
-        cost = _cost(step.get("cost_usd"))
-        if cost:
-            facts.append(cost)
+            facts.append(f"tools {duration(step.get('tool_ms'))}")
+        facts.append(f"{token_counts(usage)} tokens")
+        if step.get("cost_usd") is not None:
+            facts.append(money(step["cost_usd"]))
         facts.append(str(step.get("finish_reason")))
     if step.get("replayed"):
         facts.append("replayed")
@@ -181,7 +160,7 @@ def _step(w: _Writer, node: AgentNode, step: dict[str, Any], indent: int, shown:
 
 def _tool_call(w: _Writer, node: AgentNode, call: dict[str, Any], indent: int, shown: set[str]) -> None:
     failed = " error" if call.get("error") else ""
-    w.line(indent, f"▸ {call.get('tool')} · {_ms(call.get('latency_ms'))}{failed}")
+    w.line(indent, f"▸ {call.get('tool')} · {duration(call.get('latency_ms'))}{failed}")
     args = call.get("args") or {}
     code = args.get("code")
     if isinstance(code, str):
@@ -205,7 +184,7 @@ def _tool_call(w: _Writer, node: AgentNode, call: dict[str, Any], indent: int, s
 
 def _host_call(w: _Writer, host: dict[str, Any], indent: int) -> None:
     """One line when it fits the width, else the args and the outcome on lines of their own."""
-    head = f"→ {host.get('skill')} · {_ms(host.get('latency_ms'))}"
+    head = f"→ {host.get('skill')} · {duration(host.get('latency_ms'))}"
     args = f"{_json(host['args'])}{_cut_note(host, 'args')}" if "args" in host else ""
     status = host.get("status")
     if status == "ok":
@@ -216,7 +195,7 @@ def _host_call(w: _Writer, host: dict[str, Any], indent: int) -> None:
         error = host.get("error") or {}
         message = f": {error['message']}" if error.get("message") else ""
         outcome = f"✗ {status if status == 'waiting-approval' else error.get('type')}{message}"
-    one = f"→ {host.get('skill')} {args} {outcome} · {_ms(host.get('latency_ms'))}".replace("  ", " ")
+    one = f"→ {host.get('skill')} {args} {outcome} · {duration(host.get('latency_ms'))}".replace("  ", " ")
     if indent + len(one) <= w.width and "\n" not in one:
         w.line(indent, one)
         return

@@ -4,12 +4,14 @@
 store's public API: the run, its agents (each report's finished turns, then the turn in
 flight), nested under the host call that started them (``parent_call``) or, for an
 agent that no recorded call started, under their parent agent; and the call waiting
-for approval. Nothing here formats: :mod:`agent_apps.state.run_text` writes it for a
-terminal and :mod:`agent_apps.console` as HTML.
+for approval. :mod:`agent_apps.state.run_text` writes it for a terminal and
+:mod:`agent_apps.console` as HTML, both with the few functions at the end that say how a
+time, a duration, token counts and a cost read.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from .journal import Checkpoint
     from .runs import AgentInfo, RunInfo
 
-__all__ = ["AgentNode", "RunView", "load_run", "status_of"]
+__all__ = ["AgentNode", "RunView", "clock", "duration", "load_run", "money", "status_of", "token_counts"]
 
 
 def status_of(run: RunInfo) -> str:
@@ -119,3 +121,31 @@ def build(run: RunInfo, agents: list[AgentInfo], checkpoint: Checkpoint | None) 
         else:
             parent.children.append(node)
     return RunView(run, agents, checkpoint, roots, nodes)
+
+
+# -- how figures read ------------------------------------------------------------------------
+
+
+def clock(at: float | None) -> str:
+    """A time, local: ``2026-01-31 09:15:02`` (``-`` for none)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
+
+
+def duration(ms: Any) -> str:
+    """A duration given in milliseconds: ``812 ms``, ``4.2 s``, ``3.5 min`` (``…``: not over)."""
+    if ms is None:
+        return "…"
+    ms = float(ms)
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
+
+
+def token_counts(usage: dict[str, Any]) -> str:
+    """``1,020 in / 120 out``; ``~`` marks counts the provider could only estimate."""
+    mark = "~" if usage.get("estimated") else ""
+    return f"{mark}{int(usage.get('input_tokens') or 0):,} in / {mark}{int(usage.get('output_tokens') or 0):,} out"
+
+
+def money(usd: Any) -> str:
+    return f"${float(usd):.4f}"

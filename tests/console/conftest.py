@@ -30,6 +30,23 @@ CHROMIUM_ARGS = [
 #: Seconds any one wait of these tests may take (a loaded 2-core machine).
 BOUND = 60.0
 
+#: A tool that waits until a file exists: the test decides when the call returns.
+GATE = """
+import asyncio, os
+frontmatter = {
+    "description": "Waits for a file.",
+    "params": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+}
+async def main(ctx, args):
+    while not os.path.exists(args["path"]):
+        await asyncio.sleep(0.01)
+    return "opened"
+"""
+#: Agent code that writes a file (``% path``).
+WRITE = "r = await ctx.manager.invoke('file-write', {'path': %r, 'content': 'hello\\n'})\nprint('wrote', r)"
+#: Unattended, file-write asks (the default would deny it).
+ASK_WRITE = {"security": {"mode": "unattended", "policy": {"unattended": {"ask": ["file-write"]}}}}
+
 
 def _absent(why: str) -> None:
     """No browser here: fail under CI (which installs one), else skip saying how to get it."""
@@ -42,8 +59,10 @@ def _absent(why: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium, for one test module: Playwright's sync API runs an event loop on this
+    thread while it lasts, which the tests of other modules (asyncio.run) must not meet."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

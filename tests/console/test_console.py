@@ -11,7 +11,7 @@ import pytest
 
 from agent_apps import ApprovalPending
 
-from .conftest import BOUND, invoke, scripted
+from .conftest import ASK_WRITE, BOUND, GATE, WRITE, invoke, scripted
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -22,19 +22,6 @@ frontmatter = {
 }
 async def main(ctx, args):
     return len(args["text"].split())
-"""
-
-#: A tool that waits until a file exists: the test decides when the call returns.
-GATE = """
-import asyncio, os
-frontmatter = {
-    "description": "Waits for a file.",
-    "params": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-}
-async def main(ctx, args):
-    while not os.path.exists(args["path"]):
-        await asyncio.sleep(0.01)
-    return "opened"
 """
 
 #: Model output that is markup: the page must show it, never run it.
@@ -145,11 +132,6 @@ def test_a_running_agent_shows_live(manager, write_skill, console, page, tmp_pat
     finally:
         gate.touch()
         running.join(BOUND)
-
-
-WRITE = "r = await ctx.manager.invoke('file-write', {'path': %r, 'content': 'hello\\n'})\nprint('wrote', r)"
-#: Unattended, file-write asks (the default would deny it).
-ASK_WRITE = {"security": {"mode": "unattended", "policy": {"unattended": {"ask": ["file-write"]}}}}
 
 
 def test_approve_and_deny_by_clicking(manager, console, page, tmp_path):
