@@ -12,7 +12,8 @@ Markdown body.
 A skill file is untrusted input: one hostile file must never break discovery or the
 process. Files are bounded before they are parsed (:data:`MAX_FILE_BYTES`; YAML
 frontmatter is walked as a stream of events first, so nesting and alias expansion are
-bounded before any recursive code sees it), and every parser failure, down to a
+bounded before any recursive code sees it; nesting is measured on the text itself, before
+PyYAML reads it, see :mod:`._yaml_depth`), and every parser failure, down to a
 ``RecursionError`` or ``MemoryError``, becomes that file's :class:`SkillLoadError`.
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import SkillLoadError
 from .skill import FOLDER_FILES, Skill
 
@@ -40,7 +42,8 @@ _PACKAGE = "_agent_apps_skills"
 #: The largest skill file read (a frontmatter and a body, or a module).
 MAX_FILE_BYTES = 1024 * 1024
 #: How deep a frontmatter may nest (mappings and lists).
-MAX_FRONTMATTER_DEPTH = 64
+MAX_FRONTMATTER_DEPTH = MAX_YAML_DEPTH
+_TOO_DEEP = f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels"
 #: How many values a YAML frontmatter may hold once its aliases are expanded (so an
 #: alias bomb, a few lines that expand to millions of values, is refused).
 MAX_FRONTMATTER_NODES = 50_000
@@ -324,6 +327,9 @@ def _parse_prompt(text: str, path: str) -> tuple[Any, dict[str, int], list[str],
     block = "".join(lines[1:end])
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     notes: list[tuple[str, str | None]] = []
+    deep = too_deep(block, MAX_FRONTMATTER_DEPTH)  # before PyYAML reads it: the limit and its words are ours
+    if deep is not None:
+        raise SkillLoadError(_TOO_DEEP, path=path, line=deep + 1)
     try:
         _check_yaml_shape(block, loader, path)
         frontmatter = yaml.load(block, Loader=loader) or {}
@@ -440,11 +446,7 @@ def _check_yaml_shape(block: str, loader: Any, path: str) -> None:
             depth += 1
             open_.append((event.anchor, nodes))
             if depth > MAX_FRONTMATTER_DEPTH:
-                raise SkillLoadError(
-                    f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
-                    path=path,
-                    line=_line_of(event),
-                )
+                raise SkillLoadError(_TOO_DEEP, path=path, line=_line_of(event))
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
             anchor, start = open_.pop()

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._schema import check_pattern
+from .._yaml_depth import MAX_YAML_DEPTH, too_deep
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
 from ..skill import Skill
 from .paths import PathPolicy
@@ -133,6 +134,9 @@ def load_tools_file(path: Path) -> tuple[list[Skill], list[SkillLoadError]]:
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
+        deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
+        if deep is not None:
+            return [], [SkillLoadError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=where, line=deep)]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except OSError as exc:
