@@ -116,12 +116,12 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     console.stopping = lambda: bool(server.should_exit)
-    print(f"agent-apps console: http://{shown}:{port}/?token={token}", flush=True)
     note = "" if loopback else " (serving to the network over plain HTTP: only on a network you trust)"
-    print(f"  store {store.path}; Ctrl-C stops it{note}", file=sys.stderr, flush=True)
-    try:
+    try:  # from the moment the address is out, Ctrl-C is how it stops
+        print(f"agent-apps console: http://{shown}:{port}/?token={token}", flush=True)
+        print(f"  store {store.path}; Ctrl-C stops it{note}", file=sys.stderr, flush=True)
         server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn hands Ctrl-C back once it has stopped
+    except KeyboardInterrupt:  # before uvicorn took over the signal, or handed back by it once stopped
         pass
     finally:
         sock.close()

@@ -144,6 +144,8 @@ _AGENT_COLUMNS = (
 )
 #: The status of a run whose call waits for a human's decision.
 WAITING = "waiting-approval"
+#: A LIMIT that takes every row (the same on every backend, unlike -1 or ALL).
+_ALL = 2**62
 
 
 def _dump(value: Any) -> str:
@@ -198,11 +200,13 @@ def _where(
         clauses.append("name = ?")
         params.append(name)
     if text:
-        # the run's id, skill and session, and what its agents' reports recorded (JSON text)
-        plain, quoted = _like(text), _like(json.dumps(text, ensure_ascii=False)[1:-1])
+        # the run's id, skill and session, and what its agents' reports recorded (JSON
+        # text), ignoring case (lower() on both sides: LIKE itself ignores it on SQLite only)
+        plain, quoted = _like(text.lower()), _like(json.dumps(text.lower(), ensure_ascii=False)[1:-1])
         clauses.append(
-            "(id LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\' OR coalesce(session_id, '') LIKE ? ESCAPE '\\' "
-            "OR EXISTS (SELECT 1 FROM agents WHERE run_id = runs.id AND report LIKE ? ESCAPE '\\'))"
+            "(lower(id) LIKE ? ESCAPE '\\' OR lower(name) LIKE ? ESCAPE '\\' "
+            "OR lower(coalesce(session_id, '')) LIKE ? ESCAPE '\\' "
+            "OR EXISTS (SELECT 1 FROM agents WHERE run_id = runs.id AND lower(report) LIKE ? ESCAPE '\\'))"
         )
         params += [plain, plain, plain, quoted]
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
@@ -321,7 +325,7 @@ class Runs:
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY {first}started_at DESC, id"
         if limit is not None or offset:
             sql += " LIMIT ? OFFSET ?"
-            params += [-1 if limit is None else limit, offset]
+            params += [_ALL if limit is None else limit, offset]
         with self.db.read() as conn:
             return [RunInfo(*row) for row in conn.execute(sql, params).fetchall()]
 

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,35 +58,29 @@ def _absent(why: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Chromium, for one test module: Playwright's sync API runs an event loop on this
-    thread while it lasts, which the tests of other modules (asyncio.run) must not meet."""
+@pytest.fixture
+async def page():
+    """A page in Chromium, driven by Playwright's async API on the test's event loop
+    (which also runs the agents the test starts)."""
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.async_api import async_playwright
     except ImportError:
         _absent("playwright is not installed")
     if not os.path.exists(CHROMIUM):
         _absent(f"no browser at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=BOUND * 1000)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(BOUND * 1000)
-    opened = context.new_page()
     errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    # the browser reports what the Content-Security-Policy refused on the console
-    opened.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-    yield opened
-    context.close()
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=BOUND * 1000)
+        try:
+            context = await browser.new_context(viewport={"width": 1280, "height": 900})
+            context.set_default_timeout(BOUND * 1000)
+            opened = await context.new_page()
+            opened.on("pageerror", lambda exc: errors.append(str(exc)))
+            # the browser reports what the Content-Security-Policy refused on the console
+            opened.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+            yield opened
+        finally:
+            await browser.close()
     assert not errors, errors  # no script error, nothing the page asked for refused
 
 
@@ -147,23 +140,3 @@ def console(store_path: Path, tmp_path: Path):
 
 def scripted(turns: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"agent": "agent-scripted", "script": turns, **extra}
-
-
-def invoke(manager: Any, *args: Any, **options: Any) -> Any:
-    """``manager.invoke_sync(...)`` on a thread of its own: Playwright's sync API holds
-    this thread's event loop."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["result"] = manager.invoke_sync(*args, **options)
-        except BaseException as exc:  # handed to the test's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(BOUND)
-    assert not thread.is_alive(), "the run did not end in time"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("result")

@@ -15,7 +15,7 @@ import pytest
 
 from agent_apps.console.guard import csrf_value
 
-from .conftest import BOUND, invoke, scripted
+from .conftest import BOUND, scripted
 
 
 def request(console, method, path, *, host=None, cookie=True, headers=None, body=None):
@@ -31,7 +31,7 @@ def request(console, method, path, *, host=None, cookie=True, headers=None, body
 @pytest.fixture
 def secret_run(manager):
     call = {"prompt": "P", "name": "secretive", "config": scripted([{"text": "the plans are in the vault"}])}
-    invoke(manager, "agent", call)
+    manager.invoke_sync("agent", call)
     (run,) = manager.state.runs.list()
     return run
 

@@ -12,7 +12,7 @@ import pytest
 from agent_apps import ApprovalPending
 from agent_apps.console.guard import csrf_value
 
-from .conftest import ASK_WRITE, BOUND, GATE, WRITE, invoke, scripted
+from .conftest import ASK_WRITE, BOUND, GATE, WRITE, scripted
 from .test_guard import request
 
 
@@ -46,7 +46,7 @@ def test_a_resumed_run_goes_on_in_a_worker_that_stops_with_the_console(manager, 
     turns = [{"code": WRITE % str(tmp_path / "out.txt")},
              {"code": f"await ctx.manager.invoke('gate', {{'path': {str(gate)!r}}})"}, {"text": "done"}]  # fmt: skip
     with pytest.raises(ApprovalPending) as waiting:
-        invoke(manager, "agent", {"prompt": "P", "name": "gated", "config": scripted(turns)}, config=ASK_WRITE)
+        manager.invoke_sync("agent", {"prompt": "P", "name": "gated", "config": scripted(turns)}, config=ASK_WRITE)
     run_id = waiting.value.run_id
     status, headers, _ = decide(console, run_id, "approve")
     assert status == 303 and headers["location"] == f"/runs/{run_id}"
