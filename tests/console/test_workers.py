@@ -68,3 +68,20 @@ def test_a_resumed_run_goes_on_in_a_worker_that_stops_with_the_console(manager, 
     console.process.wait(BOUND)
     assert not alive(worker)  # stopped with the console
     assert store.runs.get(run_id).status == "cancelled"
+
+
+def test_skip_resumes_the_run_with_the_call_not_made(manager, console, tmp_path):
+    target = tmp_path / "skipped.txt"
+    turns = [{"code": WRITE % str(target)}, {"text": "moving on"}]
+    with pytest.raises(ApprovalPending) as waiting:
+        manager.invoke_sync("agent", {"prompt": "P", "name": "skipper", "config": scripted(turns)}, config=ASK_WRITE)
+    run_id = waiting.value.run_id
+    assert decide(console, run_id, "skip")[0] == 303
+    store = manager.state
+    wait_for(lambda: store.runs.get(run_id).status == "done", "the resumed run ended")
+    assert not target.exists()
+    call = [a for a in store.runs.agents(run_id) if a.status == "done"][0].report["steps"][0]["tool_calls"][0]
+    assert call["result"] == "wrote None\n[approval: the call of file-write was skipped: not made, it returned None]"
+    assert decide(console, run_id, "deny", "too late")[0] == 409  # nothing waits any more
+    status, _, body = decide(console, "f" * 32, "approve")
+    assert status == 404 and "no run" in body
