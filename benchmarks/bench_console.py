@@ -86,8 +86,8 @@ class Console:
 
     def __init__(self, store_path: Path) -> None:
         env = {**os.environ, "AGENT_APPS_STATE": str(store_path)}
-        self.process = subprocess.Popen([sys.executable, "-m", "agent_apps", "console", "--port", "0"],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+        command = [sys.executable, "-m", "agent_apps", "console", "--port", "0"]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         line = self.process.stdout.readline()  # type: ignore[union-attr]
         found = re.search(r"(http://([^/]+))/\?token=(\S+)", line)
         assert found, line
@@ -128,8 +128,8 @@ def live_latencies(console: Console, store_path: Path, root: Path, marks: int) -
         page = browser.new_page()
         page.goto(console.url)
         before = {run.id for run in StateStore(store_path).runs.list(limit=5)}
-        thread = threading.Thread(target=cm.invoke_sync, args=("agent", {"prompt": "P", "name": "live",
-                                                                         "config": config, "events": "bench.live"}))  # fmt: skip
+        call = {"prompt": "P", "name": "live", "config": config, "events": "bench.live"}
+        thread = threading.Thread(target=cm.invoke_sync, args=("agent", call))
         thread.start()
         run_id = None
         while run_id is None:
@@ -148,7 +148,8 @@ def live_latencies(console: Console, store_path: Path, root: Path, marks: int) -
                     }
                 };
                 look();
-                new MutationObserver(look).observe(document.body, {childList: true, subtree: true, characterData: true});
+                const watch = {childList: true, subtree: true, characterData: true};
+                new MutationObserver(look).observe(document.body, watch);
             }""",
             marks,
         )
