@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import SkillLoadError
-from .skill import FOLDER_FILES, Skill
+from .frontmatter import skill_from_frontmatter
+from .skill import FOLDER_FILES, PROMPT_PARAMS, Skill
 
 if TYPE_CHECKING:
     from .parse_cache import ParseCache
@@ -47,13 +48,6 @@ _TOO_DEEP = f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} lev
 #: How many values a YAML frontmatter may hold once its aliases are expanded (so an
 #: alias bomb, a few lines that expand to millions of values, is refused).
 MAX_FRONTMATTER_NODES = 50_000
-
-#: The args of a prompt skill that declares no ``params``: a free-form task.
-PROMPT_PARAMS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task": {"type": "string", "description": "What to do; becomes the agent's first message."}},
-}
-
 
 def skill_name_for(path: Path) -> str | None:
     """The default name of the skill in ``path``, or None if it is not a skill file."""
@@ -162,7 +156,7 @@ def _code_skill(
     loader: Callable[[Skill], Callable[..., Any]],
 ) -> Skill:
     frontmatter, line, key_lines, main_line, main_async = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,
@@ -364,7 +358,7 @@ def _prompt_skill(
     root: str | None,
 ) -> Skill:
     frontmatter, key_lines, warnings, aside, body = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,

@@ -191,7 +191,8 @@ def _run(*argv, cwd, **kw):
 
 
 HEAVY = (
-    "boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "starlette", "uvicorn", "agent_apps.console"
+    "boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool", "starlette",
+    "uvicorn", "agent_apps.console",
 )  # fmt: skip
 
 
@@ -225,11 +226,17 @@ def test_import_agent_apps_loads_nothing_of_the_kernel(tmp_path):
 
 def test_every_public_name_resolves():
     import agent_apps
+    import agent_apps.mcp
+    import agent_apps.sandbox
+    import agent_apps.testing
     import agent_apps.tools
 
-    for package in (agent_apps, agent_apps.tools):
+    for package in (agent_apps, agent_apps.mcp, agent_apps.sandbox, agent_apps.testing, agent_apps.tools):
         for name in package.__all__:
             assert getattr(package, name) is not None, name
+        assert set(package.__all__) <= set(dir(package)), package.__name__
+        with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+            package.no_such_name  # noqa: B018
 
 
 def test_list_imports_no_event_loop_no_validator_no_entry_points(tmp_path, skills_path, write_skill):

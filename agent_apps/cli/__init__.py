@@ -29,6 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
+    "state": ("agent_apps.state.cli", "copy a whole state store, between SQLite and PostgreSQL"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
     "console": ("agent_apps.console.cli", "a local web page over the state store: runs, approvals, sessions"),
@@ -209,8 +210,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     cm = _manager(args)
     run = cm.state.runs.get(args.run_id)
     point = cm.state.journal.checkpoint(run.id)
-    invocation = point.invocation if point is not None else {}
-    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]
+    invocation = point.invocation if point is not None and not point.invocation.get("imported") else {}
+    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]  # never an imported file's
     cwd = invocation.get("cwd")
     if recorded or (cwd and os.path.isdir(cwd) and os.path.realpath(cwd) != os.path.realpath(cm.cwd)):
         # where the run found its skills the first time, whatever the current directory

@@ -18,13 +18,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        from ..mcp import server as mcp_server
+        from ..mcp import transports as mcp_transports
     except ImportError as exc:
         raise UsageError(f"'agent-apps mcp' needs the mcp package: pip install 'agent-apps[mcp]' ({exc})") from None
     cm = _manager(args)
     _start_done()
     if args.http is None:
-        anyio.run(mcp_server.serve_stdio, cm)
+        anyio.run(mcp_transports.serve_stdio, cm)
         return EXIT_OK
     host, sep, port = args.http.rpartition(":")
     if not sep:
@@ -43,7 +43,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         auth = " (Authorization: Bearer $AGENT_APPS_MCP_TOKEN required)" if token else ""
         print(f"agent-apps: serving MCP on {url}{auth}", file=sys.stderr, flush=True)
 
-    anyio.run(lambda: mcp_server.serve_http(cm, host, int(port), path=args.http_path, token=token, ready=ready))
+    anyio.run(lambda: mcp_transports.serve_http(cm, host, int(port), path=args.http_path, token=token, ready=ready))
     return EXIT_OK
 
 

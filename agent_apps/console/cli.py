@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from .workers import Workers
 
     token = secrets.token_urlsafe(24)
-    console = Console(store, token, Workers(store.path))
+    console = Console(store, token, Workers(store.db.location))  # the password too, for a URL
     app = create_app(console, hosts=hosts, cookie=f"agent_apps_console_{port}")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)

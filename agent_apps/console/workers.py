@@ -50,8 +50,9 @@ class Worker:
 class Workers:
     """The worker processes one console started, by run id (the latest for each)."""
 
-    def __init__(self, store_path: str) -> None:
-        self.store_path = store_path
+    def __init__(self, store_location: str) -> None:
+        #: What opens the store (a file, or a URL with its password): the workers' AGENT_APPS_STATE.
+        self.store_location = store_location
         self.by_run: dict[str, Worker] = {}
         #: Bumped when a worker starts or ends (live updates look at it).
         self.version = 0
@@ -64,7 +65,7 @@ class Workers:
         current = self.by_run.get(run_id)
         if current is not None and current.running:
             return current
-        env = {**os.environ, "AGENT_APPS_STATE": self.store_path, "NO_COLOR": "1"}
+        env = {**os.environ, "AGENT_APPS_STATE": self.store_location, "NO_COLOR": "1"}
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

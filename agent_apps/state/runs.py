@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._db import Database
+from ._db import Connection, Database
 from .errors import NotFound
 
 if TYPE_CHECKING:
     from ..run_record import RunRecord
 
-__all__ = ["STATUSES", "AgentInfo", "RunInfo", "Runs"]
+__all__ = ["STATUSES", "WAITING", "AgentInfo", "RunInfo", "Runs", "find_run", "touch_run", "touch_runs"]
 
 #: A run's status: ``running`` while it runs, then one of the others.
 STATUSES = (
@@ -152,11 +152,25 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-def touch_run(conn: Any, run_id: str) -> int:
+def touch_run(conn: Connection, run_id: str) -> int:
     """Give the run ``run_id`` the next change number (inside the caller's write
     transaction); returns it, for the agent that changed to take too."""
-    seq = int(conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM runs").fetchone()[0])
-    conn.execute("UPDATE runs SET seq = ? WHERE id = ?", (seq, run_id))
+    return touch_runs(conn, [run_id])
+
+
+def touch_runs(conn: Connection, run_ids: builtins.list[str]) -> int:
+    """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
+
+    The number comes from the one row of ``run_changes``, whose update holds that row
+    until the transaction ends: numbers are handed out in the order the changes commit,
+    on either backend, so a watcher that saw number N misses no change numbered below.
+    The runs' rows are taken first, the counter's last, as every transaction that
+    changes a run does (on PostgreSQL, which locks rows, no two can wait for each other)."""
+    if not run_ids:
+        return 0
+    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
+    seq = int(conn.execute("UPDATE run_changes SET n = n + 1 WHERE id = 1 RETURNING n").fetchone()[0])
+    conn.executemany("UPDATE runs SET seq = ? WHERE id = ?", [(seq, run_id) for run_id in run_ids])
     return seq
 
 
@@ -212,10 +226,12 @@ def _where(
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def find_run(conn: Any, run_id: str) -> RunInfo:
-    """The run of that id, or of a unique prefix of it, read on ``conn``."""
+def find_run(conn: Connection, run_id: str, *, lock: str = "") -> RunInfo:
+    """The run of that id, or of a unique prefix of it, read on ``conn``; ``lock``: the
+    dialect's ``for_update``, when the transaction goes on to change the run."""
     rows = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (run_id, run_id + "\uffff")
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 2{lock}",
+        (run_id, run_id + "\uffff"),
     ).fetchall()
     exact = [row for row in rows if row[0] == run_id]
     if exact:
@@ -351,7 +367,7 @@ class Runs:
     def latest(self) -> int:
         """The number of the last change to any run (0: none yet); see :func:`touch_run`."""
         with self.db.read() as conn:
-            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM runs").fetchone()[0])
+            return int(conn.execute("SELECT n FROM run_changes WHERE id = 1").fetchone()[0])
 
     def get(self, run_id: str) -> RunInfo:
         """The run of that id, or of a unique prefix of it (as printed by ``runs list``)."""
@@ -383,7 +399,7 @@ class Runs:
         return run, [_agent(row) for row in rows]
 
 
-def _add_totals(conn: Any, record: RunRecord, report: dict[str, Any]) -> None:
+def _add_totals(conn: Connection, record: RunRecord, report: dict[str, Any]) -> None:
     """Set an agent's token and cost totals from its report, and add what changed to
     the run's (a report is written after every turn, so the run's grow as it runs)."""
     usage = report.get("usage") or {}

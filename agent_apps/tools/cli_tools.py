@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from .._schema import check_pattern
 from .._yaml_depth import MAX_YAML_DEPTH, too_deep
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
+from ..frontmatter import skill_from_frontmatter
 from ..skill import Skill
 from .paths import PathPolicy
 from .settings import security_for
@@ -272,7 +273,7 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
     }
     line = lines.get(prefix)
     try:
-        return Skill.from_frontmatter(
+        return skill_from_frontmatter(
             frontmatter, default_name=name, path=path, line=line, kind="code", origin=f"tools.yaml:{path}", _main=tool
         )
     except SkillLoadError as exc:

@@ -103,20 +103,21 @@ class Served:
 
 
 @pytest.fixture
-def store_path(tmp_path: Path) -> Path:
-    return tmp_path / "state.db"
+def store_path(tmp_path: Path) -> str:
+    """Where the store the console serves is (a module may serve another backend)."""
+    return str(tmp_path / "state.db")
 
 
 @pytest.fixture
-def manager(tmp_path: Path, store_path: Path, skills_path: Path):
+def manager(tmp_path: Path, store_path: str, skills_path: Path):
     """A manager whose runs go to the store the console serves."""
-    return hermetic_manager([skills_path], tmp_path, state=str(store_path))
+    return hermetic_manager([skills_path], tmp_path, state=store_path)
 
 
 @pytest.fixture
-def console(store_path: Path, tmp_path: Path):
+def console(store_path: str, tmp_path: Path):
     """``agent-apps console --port 0`` on ``store_path``, stopped by Ctrl-C at the end."""
-    env = {**os.environ, "AGENT_APPS_STATE": str(store_path)}
+    env = {**os.environ, "AGENT_APPS_STATE": store_path}
     process = subprocess.Popen(
         [sys.executable, "-m", "agent_apps", "console", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,

@@ -1,5 +1,7 @@
 """A decision taken in the console resumes the run in a worker process, which follows
-the run to its end, and stops with the console: nothing it started outlives it."""
+the run to its end, and stops with the console: nothing it started outlives it. On both
+backends (a worker opens a PostgreSQL store with the URL's password, which the console
+never shows)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ from agent_apps.console.guard import csrf_value
 
 from .conftest import ASK_WRITE, BOUND, GATE, WRITE, scripted
 from .test_guard import request
+
+
+@pytest.fixture
+def store_path(state_location):
+    return state_location
 
 
 def decide(console, run_id, action, reason=""):

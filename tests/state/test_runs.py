@@ -1,15 +1,17 @@
 """``store.runs`` for readers that list and watch runs: filters, pages, waiting runs
-first, change numbers, the turn in flight and running totals."""
+first, change numbers, the turn in flight and running totals; on both backends."""
 
 from __future__ import annotations
 
-import sqlite3
+import threading
 
 import pytest
 
 from agent_apps.run_record import RunRecord
-from agent_apps.state import StateStore, _db
+from agent_apps.state import StateStore, _postgres, _sqlite
 from agent_apps.state.schema import MIGRATIONS
+
+from .conftest import schema_version
 
 
 def agent(store, name, *, session=None, status=None, report=None, parent=None):
@@ -21,8 +23,8 @@ def agent(store, name, *, session=None, status=None, report=None, parent=None):
     return record
 
 
-def test_runs_are_filtered_paged_and_waiting_ones_come_first(tmp_path):
-    store = StateStore(tmp_path / "state.db")
+def test_runs_are_filtered_paged_and_waiting_ones_come_first(state_location):
+    store = StateStore(state_location)
     for n in range(12):
         agent(store, f"skill-{n % 3}", session="s1" if n < 4 else None, status="done" if n % 4 else "error")
     waiting = agent(store, "skill-0", status="waiting-approval")
@@ -45,8 +47,8 @@ def test_runs_are_filtered_paged_and_waiting_ones_come_first(tmp_path):
     assert store.runs.count(text="50%x") == 0 and store.runs.count(text="_") == 1  # % and _ are literal
 
 
-def test_change_numbers_tell_a_watcher_what_changed_since_it_last_looked(tmp_path):
-    store = StateStore(tmp_path / "state.db")
+def test_change_numbers_tell_a_watcher_what_changed_since_it_last_looked(state_location):
+    store = StateStore(state_location)
     assert store.runs.latest() == 0
     record = agent(store, "outer")
     run, (outer,) = store.runs.changed(record.run_id, 0)
@@ -82,27 +84,63 @@ def test_change_numbers_tell_a_watcher_what_changed_since_it_last_looked(tmp_pat
     assert next(a for a in store.runs.agents(record.run_id) if a.id == inner.agent_id).live is None
 
 
-def test_a_store_of_the_previous_schema_gains_the_columns_and_keeps_its_runs(tmp_path, monkeypatch):
-    path = tmp_path / "state.db"
-    monkeypatch.setattr(_db, "MIGRATIONS", MIGRATIONS[:4])
-    old = StateStore(path)
-    conn_path = str(path)
+def test_a_store_of_the_previous_schema_gains_the_columns_and_keeps_its_runs(state_location, monkeypatch):
+    for backend in (_sqlite, _postgres):
+        monkeypatch.setattr(backend, "MIGRATIONS", MIGRATIONS[:-1])
+    old = StateStore(state_location)
     with old.db.write() as conn:
         conn.execute(
             "INSERT INTO runs (id, name, status, started_at, input_tokens) VALUES ('r1', 'old', 'done', 1.0, 5)"
         )
     old.close()
-    monkeypatch.setattr(_db, "MIGRATIONS", MIGRATIONS)
-    store = StateStore(path)
+    for backend in (_sqlite, _postgres):
+        monkeypatch.setattr(backend, "MIGRATIONS", MIGRATIONS)
+    store = StateStore(state_location)
     (run,) = store.runs.list(waiting_first=True)
     assert (run.id, run.input_tokens, run.cost_usd, run.seq) == ("r1", 5, 0.0, 0)
-    assert sqlite3.connect(conn_path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert schema_version(state_location) == len(MIGRATIONS) and store.runs.latest() == 0
     record = agent(store, "new")
-    assert store.runs.latest() >= 1 and store.runs.get(record.run_id).seq == store.runs.latest()
+    assert store.runs.latest() == 1 and store.runs.get(record.run_id).seq == 1
+
+
+def test_writers_at_once_number_their_changes_in_the_order_they_commit(state_location):
+    """Runs changed by many threads (one store each, as processes would): every change
+    gets a number of its own, and a watcher that saw N finds each later one above N."""
+    StateStore(state_location).runs.latest()  # created and migrated once
+    records = [agent(StateStore(state_location), f"writer-{n}") for n in range(4)]
+    watcher = StateStore(state_location)
+    seen, found = 0, {}
+
+    def write(record):
+        store = StateStore(state_location)
+        for turn in range(15):
+            store.runs.live(record, f'{{"index": 0, "turn": {turn}}}')
+        store.close()
+
+    writers = [threading.Thread(target=write, args=(record,)) for record in records]
+    for thread in writers:
+        thread.start()
+    while True:
+        done = not any(thread.is_alive() for thread in writers)
+        latest = watcher.runs.latest()
+        for record in records:
+            changed = watcher.runs.changed(record.run_id, seen)
+            if changed is not None:
+                run, (changed_agent,) = changed
+                assert run.seq > seen and changed_agent.seq > seen
+                if changed_agent.live is not None:
+                    found[record.run_id] = changed_agent.live["turn"]
+        seen = latest
+        if done:
+            break
+    for thread in writers:
+        thread.join()
+    assert watcher.runs.latest() == 4 + 4 * 15  # one number per change, none twice
+    assert found == {record.run_id: 14 for record in records}  # the last change of each was seen
 
 
 @pytest.mark.parametrize("limit", [0, 3])
-def test_a_page_past_the_end_is_empty(tmp_path, limit):
-    store = StateStore(tmp_path / "state.db")
+def test_a_page_past_the_end_is_empty(state_location, limit):
+    store = StateStore(state_location)
     agent(store, "only", status="done")
     assert store.runs.list(limit=limit, offset=5) == []
