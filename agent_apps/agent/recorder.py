@@ -379,12 +379,14 @@ class Recorder:
 
     # -- the end -----------------------------------------------------------------------
 
-    async def finish(self, status: str, *, result: Any = None, error: BaseException | None = None) -> None:
-        """The run ended with ``status``: its final report, and what retention removes."""
+    async def finish(self, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """The run ended with ``status``: its final report (with ``error``, its type and
+        message, when it failed), and what retention removes."""
         self.report["status"] = status
         if error is not None:
-            self.report["error"] = {"type": type(error).__name__}
-            self.content.text(self.report["error"], "message", str(error))
+            self.report["error"] = {key: value for key, value in error.items() if key != "message"}
+            if "message" in error:
+                self.content.text(self.report["error"], "message", str(error["message"]))
         elif self.keeps_content:
             self.content.value(self.report, "result", result, TEXT_LIMIT)
         report = self._report(final=True)

@@ -4,6 +4,7 @@ first, change numbers, the turn in flight and running totals; on both backends."
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -144,3 +145,11 @@ def test_a_page_past_the_end_is_empty(state_location, limit):
     store = StateStore(state_location)
     agent(store, "only", status="done")
     assert store.runs.list(limit=limit, offset=5) == []
+
+
+def test_pruning_runs_is_a_change_watchers_see(state_location):
+    store = StateStore(state_location)
+    agent(store, "old", status="done")
+    seen = store.runs.latest()
+    assert [run.name for run in store.runs.prune(time.time() + 1)] == ["old"]
+    assert store.runs.latest() > seen and store.runs.count() == 0
