@@ -17,7 +17,7 @@ import sys
 
 from ..cli import UsageError, _Parser
 
-__all__ = ["DEFAULT_PORT", "parse"]
+__all__ = ["DEFAULT_PORT", "parse", "parser"]
 
 #: The port tried first when ``--port`` is not given (then the next ones, up to 20).
 DEFAULT_PORT = 8765
@@ -26,6 +26,14 @@ _TRIES = 20
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``console ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_args(argv[1:])
+    args.command = "console"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``console`` (also the shell's completion of it)."""
     parser = _Parser(
         prog="agent-apps console",
         description="Serve a local web page over the state store: runs, what each did turn by turn (live while "
@@ -39,10 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"the port (default {DEFAULT_PORT}, or the next free one; 0: any free port)",
     )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_args(argv[1:])
-    args.command = "console"
-    args.run = run
-    return args
+    return parser
 
 
 def _port(text: str) -> int:

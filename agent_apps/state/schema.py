@@ -364,7 +364,8 @@ UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'un
     WHERE created_by IS NOT NULL;
 """
 
-_V6 = """
+_V8 = """
+-- Migration 8 (6 and 7 are session_queue and batch_runs, issue 27).
 -- What watchers (the console, docs/console.md) read. Every change to a run or to one of
 -- its agents gives the run, and that agent, the next number of the one row of
 -- `run_changes` (taken by an update, so numbers follow the order changes commit): a
@@ -383,7 +384,7 @@ CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT N
 INSERT INTO run_changes (id, n) VALUES (1, 0);
 """
 
-_PG_V6 = f"""
+_PG_V8 = f"""
 ALTER TABLE runs ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
 CREATE INDEX runs_seq ON runs (seq);
@@ -412,5 +413,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
     Migration(_V5, _PG_V5),
-    Migration(_V6, _PG_V6),
+    # 6 and 7 (session_queue, batch_runs: issue 27) go here, before the watchers' 8.
+    Migration(_V8, _PG_V8),
 )
