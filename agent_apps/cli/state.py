@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _number, _Parser, _table
-from . import open_store
-from .errors import SnapshotInvalid
-from .run_view import clock as _when
+from ..state import open_store
+from ..state.errors import SnapshotInvalid
+from ..state.run_view import clock as _when
+from . import _number, _Parser, _table
 
 __all__ = ["parse", "parser"]
 
@@ -240,7 +240,7 @@ def _read(file: str) -> tuple[str, str]:
 def sessions_import(args: argparse.Namespace) -> int:
     text, source = _read(args.file)
     if args.as_id is not None:
-        from .sessions import session_id_problem
+        from ..state.sessions import session_id_problem
 
         problem = session_id_problem(args.as_id)
         if problem:
@@ -251,7 +251,7 @@ def sessions_import(args: argparse.Namespace) -> int:
 
 
 def sessions_fork(args: argparse.Namespace) -> int:
-    from .sessions import session_id_problem
+    from ..state.sessions import session_id_problem
 
     problem = session_id_problem(args.new)
     if problem:
@@ -293,7 +293,7 @@ def runs_list(args: argparse.Namespace) -> int:
 
 def runs_show(args: argparse.Namespace) -> int:
     """What happened in a run (see :mod:`agent_apps.state.run_text`); ``--json``: all of it."""
-    from .run_view import load_run
+    from ..state.run_view import load_run
 
     store = open_store()
     view = load_run(store, args.run_id)
@@ -303,7 +303,7 @@ def runs_show(args: argparse.Namespace) -> int:
         return 0
     import shutil
 
-    from .run_text import write_run
+    from ..state.run_text import write_run
 
     write_run(view, sys.stdout, shutil.get_terminal_size((100, 24)).columns)
     if _resumable(point, run.status, run.process_gone):
@@ -319,7 +319,7 @@ def runs_prune(args: argparse.Namespace) -> int:
 
 
 def runs_export(args: argparse.Namespace) -> int:
-    from .run_snapshot import export_run
+    from ..state.run_snapshot import export_run
 
     _json(export_run(open_store(), args.run_id))
     return 0
@@ -328,7 +328,7 @@ def runs_export(args: argparse.Namespace) -> int:
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
     from ..manager import ContextManager
-    from .run_snapshot import import_run, tool_changes
+    from ..state.run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
@@ -343,7 +343,7 @@ def runs_import(args: argparse.Namespace) -> int:
 
 
 def _resumable(point: Any, status: str, process_gone: bool) -> bool:
-    from .journal import FINISHED
+    from ..state.journal import FINISHED
 
     return point is not None and status not in FINISHED and (status != "running" or process_gone)
 
@@ -353,8 +353,8 @@ def _resumable(point: Any, status: str, process_gone: bool) -> bool:
 
 def state_copy(args: argparse.Namespace) -> int:
     """Copy FROM into TO; print how many rows of each kind."""
-    from . import StateStore
-    from .copy import copy_store, describe
+    from ..state import StateStore
+    from ..state.copy import copy_store, describe
 
     source, target = StateStore(args.source), StateStore(args.target)
     try:
