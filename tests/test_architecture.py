@@ -37,7 +37,7 @@ FLOORS = {
     "tools": 8,
     "agent": 9, "scheduling": 9, "mcp": 9,
     "testing": 10, "batch": 10,
-    "cli": 11, "__main__": 12,
+    "cli": 11, "console": 11, "__main__": 12,
 }
 
 #: Imports that run up a floor today, each with why it stays for now (docs/architecture.md counts them).

@@ -170,6 +170,7 @@ class AgentRun:
             retention=settings.retention,
             user_message=settings.user_message,
             journal=journal,
+            price=settings.supervision.price,
         )
         memory = await recorder.start()
         started = journal.started if journal is not None else None

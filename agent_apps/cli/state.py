@@ -23,6 +23,7 @@ from typing import Any
 
 from ..state import open_store
 from ..state.errors import SnapshotInvalid
+from ..state.run_view import clock as _when
 from ..terminal import json_line, printable
 from . import _number, _Parser, _table
 from .skills import _Printable
@@ -80,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
-    p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
+    p = sub.add_parser(
+        "show", parents=[common], help="what happened in a run: each agent's turns, code, calls, timings and tokens"
+    )
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="JSON output (reports and traces)")
     p.set_defaults(run=runs_show)
@@ -154,10 +157,6 @@ def _pruned(args: argparse.Namespace, what: str, items: list[Any], rows: list[tu
 
 def _json(value: Any) -> None:
     sys.stdout.write(json_line(value, indent=2) + "\n")
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
 
 
 def _short(text: str, width: int = 200) -> str:
@@ -293,53 +292,22 @@ def runs_list(args: argparse.Namespace) -> int:
 
 
 def runs_show(args: argparse.Namespace) -> int:
+    """What happened in a run (see :mod:`agent_apps.state.run_text`); ``--json``: all of it."""
+    from ..state.run_view import load_run
+
     store = open_store()
-    run = store.runs.get(args.run_id)
-    agents = store.runs.agents(run.id)
-    point = store.journal.checkpoint(run.id)
+    view = load_run(store, args.run_id)
+    run, point = view.run, view.checkpoint
     if args.json:
-        _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
+        _json({**run.to_json(), "agents": [a.to_json() for a in view.agents], "checkpoint": point and point.to_json()})
         return 0
-    out = _Printable(sys.stdout)
-    out.write(f"run {run.id}: {run.status}\n")
-    out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
-    out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
-    pending = point.pending if point is not None else None
-    if pending:
-        decided = point.decision  # type: ignore[union-attr]
-        state = f"decided: {decided['action']}" if decided else f"decide with agent-apps approve {run.id}"
-        out.write(f"  waiting for approval of {pending.get('skill')} {_short(json.dumps(pending.get('args')))}")
-        out.write(f" (agent {pending.get('agent_name')}, {pending.get('rule')}); {state}\n")
+    import shutil
+
+    from ..state.run_text import write_run
+
+    write_run(view, sys.stdout, shutil.get_terminal_size((100, 24)).columns)
     if _resumable(point, run.status):
-        out.write(f"  agent-apps resume {run.id} continues it\n")
-    for agent in agents:
-        pad = "  " * (agent.depth + 1)
-        report = agent.report or {}
-        session = f", session {agent.session_id}" if agent.session_id else ""
-        out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
-        if report.get("error"):
-            message = _short(report["error"].get("message") or "")
-            out.write(f"{pad}  error: {report['error'].get('type')}{': ' + message if message else ''}\n")
-        if report.get("compaction"):
-            out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
-        for step in report.get("steps") or ():
-            usage = step.get("usage") or {}
-            out.write(
-                f"{pad}  step {step.get('index')}: model {step.get('model_latency_ms', 0):.0f} ms, "
-                f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
-                f"{step.get('finish_reason')}\n"
-            )
-            for call in step.get("tool_calls") or ():
-                skills = f" -> {', '.join(call['skills'])}" if call.get("skills") else ""
-                error = " error" if call.get("error") else ""
-                out.write(
-                    f"{pad}    {call.get('tool')}{skills}: {call.get('result_size', 0)} bytes, "
-                    f"{call.get('latency_ms', 0):.0f} ms{error}\n"
-                )
-        if report.get("result") is not None:
-            out.write(f"{pad}  result: {_short(json.dumps(report['result'], ensure_ascii=False))}\n")
-        if agent.trace:
-            out.write(f"{pad}  trace: {len(agent.trace)} events (--json shows them)\n")
+        print(printable(f"\nagent-apps resume {run.id} continues it"))
     return 0
 
 

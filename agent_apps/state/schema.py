@@ -421,6 +421,39 @@ CREATE TABLE batch_runs (
 );
 """
 
+_V8 = """
+-- What watchers (the console, docs/console.md) read. Every change to a run or to one of
+-- its agents gives the run, and that agent, the next number of the one row of
+-- `run_changes` (taken by an update, so numbers follow the order changes commit): a
+-- watcher asks for what changed after the number it saw. `agents.live` is the turn an
+-- agent has in flight (JSON, as a report's step); the token and cost columns hold each
+-- agent's totals so far, and the run's the sum of its agents'.
+ALTER TABLE runs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE INDEX runs_seq ON runs (seq);
+ALTER TABLE agents ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN live TEXT;
+ALTER TABLE agents ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT INTO run_changes (id, n) VALUES (1, 0);
+"""
+
+_PG_V8 = f"""
+ALTER TABLE runs ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE INDEX runs_seq ON runs (seq);
+ALTER TABLE agents ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN live {_T};
+ALTER TABLE agents ADD COLUMN input_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN output_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL);
+INSERT INTO run_changes (id, n) VALUES (1, 0);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema, in each backend's SQL (a script of statements)."""
@@ -438,4 +471,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V5, _PG_V5),
     Migration(_V6, _PG_V6),
     Migration(_V7, _PG_V7),
+    Migration(_V8, _PG_V8),
 )

@@ -143,4 +143,17 @@ def test_every_column_of_every_table_is_copied(state_location):
     copied = {table: set(columns.split(", ")) for table, columns, _ in TABLES}
     for table in ("agents", "journal"):  # their order, not copied: the target numbers them again
         schema[table].discard("rowid")
+    assert schema.pop("run_changes") == {"id", "n"}  # a counter, set from the runs copied
     assert schema == copied
+
+
+def test_changes_in_the_copy_are_numbered_after_the_runs_it_got(tmp_path, capsys, state_location):
+    source = fill(state_location, tmp_path)
+    target = sibling(state_location, "numbered")
+    assert run(capsys, "state", "copy", state_location, target)[0] == 0
+    copied = StateStore(target)
+    assert copied.runs.latest() == source.runs.latest() > 0
+    (run_id,) = {r.id for r in copied.runs.list(limit=1)}
+    copied.journal.begin(run_id, {"skill": "x"})
+    copied.journal.pend(run_id, {"skill": "file-write", "args": {}})
+    assert copied.runs.get(run_id).seq == copied.runs.latest() == source.runs.latest() + 1
