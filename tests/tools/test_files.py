@@ -13,6 +13,7 @@ from tools_helpers import INTERACTIVE, security
 
 from agent_apps import AgentAppsError, ArgsInvalid
 from agent_apps.tools import PermissionDenied
+from agent_apps.tools.paths import scratch_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -240,3 +241,65 @@ async def test_unattended_runs_get_no_elevation(cm, workspace, outside, monkeypa
     # and without a job policy, an unattended run does not write at all
     with pytest.raises(PermissionDenied, match="not permitted in unattended mode"):
         await cm.invoke("file-write", {"path": "a.txt", "content": "x"}, config={"security": {"mode": "auto"}})
+
+
+# -- a folder is not every name that starts like it ------------------------------------------
+
+
+async def test_a_sibling_sharing_a_prefix_is_outside_an_allowed_root(cm, workspace, mode):
+    evil = workspace.parent / (workspace.name + "-evil")
+    evil.mkdir()
+    (evil / "secret.txt").write_text("top secret\n")
+    for skill, args in [
+        ("file-read", {"path": str(evil / "secret.txt")}),
+        ("file-read", {"path": f"../{evil.name}/secret.txt"}),
+        ("file-write", {"path": str(evil / "new.txt"), "content": "pwned"}),
+        ("file-list", {"path": str(evil)}),
+    ]:
+        with pytest.raises(PermissionDenied) as info:
+            await cm.invoke(skill, args, config=security(mode))
+        assert info.value.rule == "security.allowed_paths", (skill, args)
+    assert sorted(p.name for p in evil.iterdir()) == ["secret.txt"]
+    # the scratch directory's sibling likewise (checked before anything is opened)
+    scratch_sibling = f"{scratch_dir()}-evil-{os.getpid()}/x.txt"
+    with pytest.raises(PermissionDenied, match="outside the allowed paths"):
+        await cm.invoke("file-read", {"path": scratch_sibling}, config=security(mode))
+
+
+async def test_a_sibling_sharing_a_prefix_is_not_inside_a_denied_path(cm, workspace, tmp_path, monkeypatch, mode):
+    home = tmp_path / "home"
+    for folder in ("home/.ssh", "home/.ssh-public", "agent-apps-home-backup"):
+        (tmp_path / folder).mkdir(parents=True)
+    (workspace / "private").mkdir()
+    (workspace / "private-notes").mkdir()
+    (workspace / "private-notes" / "a.txt").write_text("fine\n")
+    (home / ".ssh-public" / "key.pub").write_text("ssh-ed25519 AAAA\n")
+    (tmp_path / "agent-apps-home-backup" / "b.txt").write_text("backup\n")
+    monkeypatch.setenv("HOME", str(home))
+    config = security(mode, denied_paths=["private"])
+    assert await cm.invoke("file-read", {"path": "private-notes/a.txt"}, config=config) == "fine\n"
+    listing = await cm.invoke("file-list", {}, config=config)
+    assert [e["name"] for e in listing["entries"]] == ["private-notes"]  # the denied one is not shown
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "private/x"}, config=config)
+    # the built-in denials: ~/.ssh and the agent-apps home, not their look-alikes
+    wide = security(mode, allowed_paths=[str(tmp_path)])
+    assert await cm.invoke("file-read", {"path": "~/.ssh-public/key.pub"}, config=wide) == "ssh-ed25519 AAAA\n"
+    backup = str(tmp_path / "agent-apps-home-backup" / "b.txt")
+    assert await cm.invoke("file-read", {"path": backup}, config=wide) == "backup\n"
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "~/.ssh/id_rsa"}, config=wide)
+    # a denied glob covers what it matches and what is inside that, not its look-alikes
+    (workspace / "keys").mkdir()
+    (workspace / "keys-public").mkdir()
+    (workspace / "keys-public" / "k.pub").write_text("pub\n")
+    globbed = security(mode, denied_paths=["*/keys"])
+    assert await cm.invoke("file-read", {"path": "keys-public/k.pub"}, config=globbed) == "pub\n"
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-write", {"path": "keys/k", "content": "x"}, config=globbed)
+
+
+async def test_only_the_exact_config_names_are_protected(cm, workspace, mode):
+    for name in ("agent-apps.yaml.bak", "my-tools.yaml", "tools.yaml.txt"):
+        await cm.invoke("file-write", {"path": name, "content": "x"}, config=security(mode))
+        assert (workspace / name).read_text() == "x"

@@ -109,15 +109,19 @@ async def test_a_folder_outside_the_workspace_is_readable_too(tmp_path, workspac
     folder.mkdir(parents=True)
     (folder / "guide.txt").write_text("guidance\n")
     (skills / "loose.txt").write_text("next to the folder\n")
+    (skills / "guide-extra").mkdir()
+    (skills / "guide-extra" / "x.txt").write_text("a sibling sharing the folder's name as a prefix\n")
     calls = {
         "own": ("file-read", {"path": str(folder / "guide.txt")}),
         "beside": ("file-read", {"path": str(skills / "loose.txt")}),
+        "prefix-sibling": ("file-read", {"path": str(skills / "guide-extra" / "x.txt")}),
     }
     prompt_skill(folder / "SKILL.md", calls)
     cm = make_manager(workspace, tmp_path, search_path=[skills])
     result = await cm.invoke("guide", config=INTERACTIVE)
     assert result["own"] == "ok: guidance\n"
-    assert result["beside"].startswith("refused: ") and "outside the allowed paths" in result["beside"]
+    for key in ("beside", "prefix-sibling"):
+        assert result[key].startswith("refused: ") and "outside the allowed paths" in result[key], key
 
 
 async def test_denials_inside_the_folder_still_hold(cm, home):
