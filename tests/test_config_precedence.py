@@ -1,0 +1,124 @@
+"""The config cascade's order, layer against layer (docs/config.md): each layer beats
+every one below it, for a value set in all of them, and ``middleware`` lists join in
+the same order. One key per layer makes each boundary visible on its own: a key set in
+the lowest layers only, up to a given one, must come from that one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_apps import ContextManager
+
+pytestmark = pytest.mark.anyio
+
+#: Lowest first, as docs/config.md lists them (the defaults below them all).
+LAYERS = ["user", "project", "outer-dir", "middle-dir", "skill-dir", "metadata", "call"]
+#: One model key per layer: KEYS[i] is set in LAYERS[0..i], so LAYERS[i] must win it.
+KEYS = ["max_turns", "max_steps", "max_retries", "context_keep", "max_tokens", "context_window", "tool_timeout"]
+
+
+def model_of(layer: str) -> dict[str, int]:
+    """What ``layer`` sets: every key from its own up, each to the layer's number."""
+    index = LAYERS.index(layer)
+    return {key: index + 1 for key in KEYS[index:]}
+
+
+def yaml_of(layer: str) -> str:
+    model = "".join(f"  {key}: {value}\n" for key, value in model_of(layer).items())
+    return f"model:\n{model}middleware: [mw-{layer}]\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Every layer's file, and decoys that must not count: a farther project file, a
+    nearer pyproject.toml with no agent-apps table, a file above the search-path root."""
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    cwd = work / "project" / "sub"
+    root = tmp_path / "lib" / "skills"
+    skill_dir = root / "team" / "writer"
+    for folder in (home, cwd, skill_dir):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
+    files = {
+        "user": home / "config.yaml",
+        "project": work / "project" / "agent-apps.yaml",
+        "outer-dir": root / "agent-apps.yaml",
+        "middle-dir": root / "team" / "agent-apps.yaml",
+        "skill-dir": skill_dir / "agent-apps.yaml",
+    }
+    for layer, path in files.items():
+        path.write_text(yaml_of(layer))
+    decoy = "model:\n" + "".join(f"  {key}: 99\n" for key in KEYS) + "middleware: [mw-decoy]\n"
+    (work / "agent-apps.yaml").write_text(decoy)  # farther from cwd than the project's own
+    (root.parent / "agent-apps.yaml").write_text(decoy)  # above the root the skill was found in
+    (cwd / "pyproject.toml").write_text("[project]\nname = 'not-configured'\n")  # nearer, no table
+    model = ", ".join(f'"{key}": {value}' for key, value in model_of("metadata").items())
+    (skill_dir / "writer.skill.py").write_text(
+        f'frontmatter = {{"metadata": {{"model": {{{model}}}, "middleware": ["mw-metadata"]}}}}\n'
+        "async def main(ctx, args):\n    return ctx.manager.config()\n"
+    )
+    files["metadata"] = skill_dir / "writer.skill.py"
+    (root / "mw").mkdir()
+    for layer in LAYERS:  # pass-through middleware, so the lists name real ones
+        (root / "mw" / f"mw-{layer}.skill.py").write_text(
+            'frontmatter = {"metadata": {"role": "middleware"}}\n'
+            "async def main(ctx, args):\n    return await ctx.manager.next()\n"
+        )
+    return {**files, "cwd": cwd, "root": root}
+
+
+def manager(tree: dict[str, Path]) -> ContextManager:
+    return ContextManager([tree["root"]], cwd=tree["cwd"], env=False, entry_points=False)
+
+
+def test_each_layer_beats_every_layer_below_it(tree):
+    resolved = manager(tree).config_for("writer", {"model": model_of("call"), "middleware": ["mw-call"]})
+    model = resolved.values["model"]
+    assert {key: model[key] for key in KEYS} == {key: i + 1 for i, key in enumerate(KEYS)}
+    for key, layer in zip(KEYS, LAYERS, strict=True):
+        source = resolved.sources[f"model.{key}"]
+        if layer in ("metadata", "call"):
+            assert source.startswith("writer metadata" if layer == "metadata" else "call"), (key, source)
+        else:
+            assert source == str(tree[layer]), (key, source)
+    # lists join lowest first, so outer layers wrap inner ones; the decoys add nothing
+    assert resolved.values["middleware"] == ["$agent", *(f"mw-{layer}" for layer in LAYERS)]
+
+
+def test_without_the_call_the_skills_own_layers_hold(tree):
+    model = manager(tree).invoke_sync("writer")["model"]
+    assert {key: model[key] for key in KEYS[:-1]} == {key: i + 1 for i, key in enumerate(KEYS[:-1])}
+    assert model["tool_timeout"] == LAYERS.index("metadata") + 1
+
+
+def test_a_layer_left_out_hands_its_keys_to_the_next_one_down(tree):
+    """Take away the middle directory's file: its key falls to the outer one, not the
+    skill's own directory (above it) and not the decoy above the root."""
+    tree["middle-dir"].unlink()
+    model = manager(tree).config_for("writer").values["model"]
+    assert model["context_keep"] == LAYERS.index("outer-dir") + 1
+    tree["outer-dir"].unlink()
+    model = manager(tree).config_for("writer").values["model"]
+    assert model["max_retries"] == model["context_keep"] == LAYERS.index("project") + 1  # never a decoy's 99
+
+
+async def test_of_nested_calls_the_inner_one_wins(context_manager, write_skill):
+    """invoke(..., config=) layers stack outermost first: the call nearest the skill wins."""
+    write_skill(
+        "teller.skill.md",
+        "---\ndescription: Says what its script says.\nmetadata:\n  model:\n    agent: agent-scripted\n"
+        "    script: [{text: from the metadata}]\n---\nSay it.\n",
+    )
+    write_skill(
+        "runner",
+        "frontmatter = {'params': {'type': 'object'}}\nasync def main(ctx, args):\n"
+        "    inner = {'model': {'script': [{'text': 'from the inner call'}]}}\n"
+        "    return await ctx.manager.invoke('teller', config=inner if args.get('inner') else None)\n",
+    )
+    outer = {"model": {"script": [{"text": "from the outer call"}]}}
+    assert await context_manager.invoke("runner", {"inner": True}, config=outer) == "from the inner call"
+    assert await context_manager.invoke("runner", {}, config=outer) == "from the outer call"
+    assert await context_manager.invoke("runner", {}) == "from the metadata"
