@@ -4,6 +4,8 @@ allowed-tools, and each attempt is allowed or refused as docs/agent.md says."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_apps.config import key_table
@@ -113,6 +115,8 @@ WIDEN = "may start a sub-agent only with its own allowed-tools"
         # a constraint on some other argument of agent says nothing about allowed_tools
         ("agent(prompt=*) word-count", "*", WIDEN),
         ("agent(name=s*)", "secret", WIDEN),
+        # nor does a constraint on allowed_tools of some other skill
+        ("agent word-count(allowed_tools=*)", "*", WIDEN),
         # a constraint on allowed_tools says which (the pipeline checks it like any)
         ("agent(allowed_tools=word-*)", "word-count", "ok"),
         ("agent(allowed_tools=word-*)", "secret", "does not match 'word-*'"),
@@ -137,8 +141,20 @@ async def test_a_sub_agent_started_without_allowed_tools_has_its_callers(cm):
     outer = {"sub": ("agent", {"prompt": "p", "config": inner})}
     result = await probe(cm, "agent word-count", outer)
     assert result["sub"].startswith("ok: "), result
-    inner_result = __import__("json").loads(result["sub"][4:])
+    inner_result = json.loads(result["sub"].removeprefix("ok: "))
     assert inner_result["count"] == "ok: 2"
     assert inner_result["secret"].startswith("refused: ") and "not in allowed-tools 'agent word-count'" in inner_result[
         "secret"]
     assert inner_result["read"].startswith("refused: ") and "not in allowed-tools" in inner_result["read"]
+
+
+async def test_a_sub_agent_gets_the_allowed_tools_its_caller_gave_not_the_callers_own(cm):
+    """A caller with ``*`` starts a sub-agent with ``word-count`` only: the sub-agent's
+    code reaches word-count and nothing else its caller could."""
+    inner = probe_model({"count": ("word-count", {"text": "a b"}), "secret": ("secret", {})})
+    outer = {"sub": ("agent", {"prompt": "p", "allowed_tools": "word-count", "config": inner})}
+    result = await probe(cm, "*", outer)
+    inner_result = json.loads(result["sub"].removeprefix("ok: "))
+    assert inner_result["count"] == "ok: 2"
+    assert inner_result["secret"].startswith("refused: ") and "not in allowed-tools 'word-count'" in inner_result[
+        "secret"]

@@ -303,3 +303,26 @@ async def test_only_the_exact_config_names_are_protected(cm, workspace, mode):
     for name in ("agent-apps.yaml.bak", "my-tools.yaml", "tools.yaml.txt"):
         await cm.invoke("file-write", {"path": name, "content": "x"}, config=security(mode))
         assert (workspace / name).read_text() == "x"
+
+
+#: docs/security.md, "Path boundaries": the built-in denied paths. A literal on purpose:
+#: dropping one from the code fails the test below.
+DOCUMENTED_DENIED = (
+    "~/.ssh ~/.gnupg ~/.aws ~/.azure ~/.config/gcloud ~/.kube ~/.docker ~/.netrc ~/.git-credentials ~/.pypirc "
+    "/etc/shadow /etc/gshadow /etc/sudoers /etc/passwd"
+).split()
+
+
+async def test_every_built_in_denied_path_holds_and_the_switch_lifts_them(cm, tmp_path, monkeypatch, mode):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    wide = security(mode, allowed_paths=["/"])
+    for entry in DOCUMENTED_DENIED:
+        for path in (entry, f"{entry}/inside"):
+            with pytest.raises(PermissionDenied) as info:
+                await cm.invoke("file-read", {"path": path}, config=wide)
+            assert info.value.rule == "security.denied_paths" and "denied path" in str(info.value), path
+    (home / ".netrc").write_text("machine example.com\n")
+    lifted = security(mode, allowed_paths=["/"], builtin_denied_paths=False)
+    assert await cm.invoke("file-read", {"path": "~/.netrc"}, config=lifted) == "machine example.com\n"
