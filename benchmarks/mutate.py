@@ -124,7 +124,12 @@ TARGETS: dict[str, Target] = {
 
 #: Survivors judged equivalent (no test can tell them from the original), by mutant id,
 #: with the reason. An id names the file, the function and the change, not a line.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    """agent_apps/tools/paths.py:_entry: ("/", "~", "*") -> without '/'""":
+        "os.path.join(workspace, p) is p itself for an absolute p: joining changes nothing",
+    """agent_apps/tools/paths.py:_entry: ("/", "~", "*") -> without '~'""":
+        "expanduser makes a ~ path absolute, and joining the workspace to an absolute path changes nothing",
+}
 
 
 # -- making mutants ------------------------------------------------------------------

@@ -326,3 +326,48 @@ async def test_every_built_in_denied_path_holds_and_the_switch_lifts_them(cm, tm
     (home / ".netrc").write_text("machine example.com\n")
     lifted = security(mode, allowed_paths=["/"], builtin_denied_paths=False)
     assert await cm.invoke("file-read", {"path": "~/.netrc"}, config=lifted) == "machine example.com\n"
+
+
+async def test_the_security_workspace_is_where_relative_paths_go_and_the_default_root(cm, workspace, tmp_path, mode):
+    other = tmp_path / "other-workspace"
+    other.mkdir()
+    config = security(mode, workspace=str(other))
+    out = await cm.invoke("file-write", {"path": "a.txt", "content": "here"}, config=config)
+    assert out["path"] == str(other / "a.txt") and (other / "a.txt").read_text() == "here"
+    assert not (workspace / "a.txt").exists()
+    with pytest.raises(PermissionDenied, match="outside the allowed paths"):  # the old one is not allowed now
+        await cm.invoke("file-read", {"path": str(workspace / "x")}, config=config)
+
+
+async def test_no_allowed_paths_allow_nothing_and_say_so(cm, workspace, mode):
+    (workspace / "a.txt").write_text("a")
+    with pytest.raises(PermissionDenied, match=r"outside the allowed paths: \(none\)"):
+        await cm.invoke("file-read", {"path": "a.txt"}, config=security(mode, allowed_paths=[]))
+
+
+async def test_protected_config_names_are_still_readable(cm, workspace, mode):
+    (workspace / "agent-apps.yaml").write_text("model: {}\n")
+    assert await cm.invoke("file-read", {"path": "agent-apps.yaml"}, config=security(mode)) == "model: {}\n"
+
+
+def test_a_path_policy_built_from_nothing_has_the_safe_defaults(tmp_path, monkeypatch):
+    """``PathPolicy.from_security`` with no keys: the working directory is the workspace,
+    the built-in denials hold, and bad paths are refused, not crashed on."""
+    from agent_apps.tools.paths import PathPolicy
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    agent_home = tmp_path / "agent-apps-home"
+    policy = PathPolicy.from_security({}, cwd=tmp_path / "cwd", agent_home=agent_home)
+    assert policy.check("t", "a.txt") == tmp_path / "cwd" / "a.txt"
+    for path in ("~/.ssh/id_rsa", str(agent_home / "config.yaml")):
+        with pytest.raises(PermissionDenied, match="denied path"):
+            PathPolicy.from_security({"allowed_paths": ["/"]}, cwd=tmp_path, agent_home=agent_home).check("t", path)
+    for bad in ("", 3, None, "a\x00b"):
+        with pytest.raises(PermissionDenied, match="invalid path"):
+            policy.check("t", bad)  # type: ignore[arg-type]
+    # a readable folder lifts the home's denial only strictly inside the home
+    at_home = PathPolicy.from_security({"allowed_paths": ["/"]}, cwd=tmp_path, agent_home=agent_home,
+                                       readable=(str(agent_home),))
+    with pytest.raises(PermissionDenied, match="denied path"):
+        at_home.check("t", str(agent_home / "config.yaml"))
