@@ -129,6 +129,8 @@ EQUIVALENT: dict[str, str] = {
         "os.path.join(workspace, p) is p itself for an absolute p: joining changes nothing",
     """agent_apps/tools/paths.py:_entry: ("/", "~", "*") -> without '~'""":
         "expanduser makes a ~ path absolute, and joining the workspace to an absolute path changes nothing",
+    """agent_apps/mcp/server.py:BearerGuard.__call__: scope.get("headers") or () -> scope.get('headers')""":
+        "an ASGI HTTP scope always carries headers (the ASGI spec requires the key; uvicorn always sets it)",
 }
 
 

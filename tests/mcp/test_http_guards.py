@@ -137,8 +137,10 @@ async def test_a_callback_ref_is_its_whole_secret(context_manager, skills):
             await context_manager.invoke(forged)
     async with expose_refs(context_manager, [ref]) as refs:
         name = refs.tools[ref]
+        assert name == ref.removeprefix("callback://")  # MCP tool names allow [A-Za-z0-9._-]
         async with httpx2.AsyncClient(headers=refs.headers) as http:
             async with Client(streamable_http_client(refs.url, http_client=http)) as client:
+                assert [tool.name for tool in (await client.list_tools()).tools] == [name]
                 for tool in (name, ref):
                     assert (await client.call_tool(tool, {})).structured_content == {"result": "called"}
                 for tool in (name + "x", name[:-1], ref + "x", "probe"):
