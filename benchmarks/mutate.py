@@ -131,6 +131,10 @@ EQUIVALENT: dict[str, str] = {
         "expanduser makes a ~ path absolute, and joining the workspace to an absolute path changes nothing",
     """agent_apps/mcp/server.py:BearerGuard.__call__: scope.get("headers") or () -> scope.get('headers')""":
         "an ASGI HTTP scope always carries headers (the ASGI spec requires the key; uvicorn always sets it)",
+    "agent_apps/mcp/server.py:expose_refs: 32 -> 31":
+        "31 random bytes are as unguessable as 32; no behaviour reads the length",
+    "agent_apps/mcp/server.py:expose_refs: 32 -> 33":
+        "33 random bytes are as unguessable as 32; no behaviour reads the length",
 }
 
 

@@ -146,3 +146,12 @@ async def test_a_callback_ref_is_its_whole_secret(context_manager, skills):
                 for tool in (name + "x", name[:-1], ref + "x", "probe"):
                     result = await client.call_tool(tool, {})
                     assert result.is_error and "unknown tool" in result.content[0].text, tool
+
+
+async def test_each_endpoint_has_a_port_and_a_secret_of_its_own(context_manager, skills):
+    """Nested agents each open one: they run side by side, and one's token opens no other."""
+    async with expose_refs(context_manager, ["word-count"]) as first, expose_refs(context_manager, ["hello"]) as second:
+        assert urlsplit(first.url).port != urlsplit(second.url).port and first.token != second.token
+        assert await status(first.url, {"Authorization": f"Bearer {first.token}"}) == 200
+        assert await status(second.url, {"Authorization": f"Bearer {second.token}"}) == 200
+        assert await status(second.url, {"Authorization": f"Bearer {first.token}"}) == 401

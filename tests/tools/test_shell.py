@@ -283,11 +283,14 @@ def test_build_env_forms():  # S6.13 (the helper; the tools.yaml form is in test
     host = {"PATH": "/bin", "SECRET": "s", "TOKEN": "t", "HOME": "/h"}
     assert build_env(host=host) == {"PATH": "/bin", "HOME": "/h"}
     assert build_env(["TOKEN", "MISSING"], host=host) == {"PATH": "/bin", "HOME": "/h", "TOKEN": "t"}
-    assert build_env({"DEPLOY_TOKEN": "${TOKEN}", "GONE": "${MISSING}", "FIXED": "1"}, host=host) == {
+    assert build_env(
+        {"DEPLOY_TOKEN": "${TOKEN}", "GONE": "${MISSING}", "FIXED": "1", "HALF": "${TOKEN}:${MISSING}"}, host=host
+    ) == {
         "PATH": "/bin",
         "HOME": "/h",
         "DEPLOY_TOKEN": "t",
         "FIXED": "1",
+        "HALF": "t:",  # left out only when every reference is missing
     }
 
 
