@@ -135,6 +135,12 @@ EQUIVALENT: dict[str, str] = {
         "31 random bytes are as unguessable as 32; no behaviour reads the length",
     "agent_apps/mcp/server.py:expose_refs: 32 -> 33":
         "33 random bytes are as unguessable as 32; no behaviour reads the length",
+    """agent_apps/_json.py:loads: isinstance(text, str) and not text.startswith("\ufeff") -> isinstance(text, str)""":
+        "text starting with a BOM is refused either way (a JSONDecodeError, a ValueError); only the message differs",
+    "agent_apps/_json.py:loads: 1 -> 2":
+        "for bytes, any count above max_depth makes the depth walk run; max_depth + 2 is one",
+    "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
+        "the bracket count only spares the walk; walking one more text changes no result",
 }
 
 
