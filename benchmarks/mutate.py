@@ -135,7 +135,7 @@ EQUIVALENT: dict[str, str] = {
         "31 random bytes are as unguessable as 32; no behaviour reads the length",
     "agent_apps/mcp/server.py:expose_refs: 32 -> 33":
         "33 random bytes are as unguessable as 32; no behaviour reads the length",
-    """agent_apps/_json.py:loads: isinstance(text, str) and not text.startswith("\ufeff") -> isinstance(text, str)""":
+    """agent_apps/_json.py:loads: isinstance(text, str) and not text.startswith("\\ufeff") -> isinstance(text, str)""":
         "text starting with a BOM is refused either way (a JSONDecodeError, a ValueError); only the message differs",
     "agent_apps/_json.py:loads: 1 -> 2":
         "for bytes, any count above max_depth makes the depth walk run; max_depth + 2 is one",
@@ -581,6 +581,10 @@ def mutate(name: str, target: Target, only: str | None, confirm: bool) -> Score:
     files = target_files(target)
     mutants = [m for path in files for m in mutants_of(path, target) if only is None or only in m.id]
     score = Score(name)
+    ids = {m.id for m in mutants}
+    prefixes = tuple(f"{path.relative_to(ROOT).as_posix()}:" for path in files)
+    for stale in (k for k in EQUIVALENT if k.startswith(prefixes) and k not in ids and only is None):
+        print(f"[{name}] EQUIVALENT names a mutant that no longer exists: {stale}")
     if not mutants:
         return score
     data = coverage_map(name, target, files)
