@@ -139,6 +139,33 @@ EQUIVALENT: dict[str, str] = {
         "text starting with a BOM is refused either way (a JSONDecodeError, a ValueError); only the message differs",
     "agent_apps/_json.py:loads: 1 -> 2":
         "for bytes, any count above max_depth makes the depth walk run; max_depth + 2 is one",
+    "agent_apps/budget.py:Ledger.deadline: min(ends) -> max(ends)":
+        "a sub-agent's deadline is bounded twice more: its run record takes the earlier of its caller's and its "
+        "own (RunRecord.child), and the caller's own timer cancels the whole tree at the caller's deadline",
+    "agent_apps/budget.py:SpawnLimits: 2048 -> 2047":
+        "never used: supervision_config builds SpawnLimits with every key, from DEFAULTS['model']['spawn'] up",
+    "agent_apps/budget.py:SpawnLimits: 2048 -> 2049":
+        "never used: supervision_config builds SpawnLimits with every key, from DEFAULTS['model']['spawn'] up",
+    """agent_apps/budget.py:supervision_config: resolved.values.get("model") or {} -> resolved.values.get('model')""":
+        "DEFAULTS give every cascade a model section, and the key table refuses a null one",
+    """agent_apps/budget.py:supervision_config: model.get("spawn") or {} -> model.get('spawn')""":
+        "DEFAULTS give every cascade model.spawn, and the key table refuses a null one",
+    """agent_apps/budget.py:supervision_config: _mapping(resolved, "model.budget", budget) -> pass""":
+        "the cascade's key table types model.budget as a mapping and refuses anything else first (ConfigError)",
+    """agent_apps/budget.py:supervision_config: _mapping(resolved, "model.spawn", spawn) -> pass""":
+        "the cascade's key table types model.spawn as a mapping and refuses anything else first (ConfigError)",
+    "agent_apps/budget.py:supervision_config: 1 -> 2":
+        "the 'did you mean' hint reads only the first close match; asking difflib for two changes nothing",
+    "agent_apps/budget.py:Ledger.deadline_exceeded: now >= node.started + limit -> now > node.started + limit":
+        "time is continuous: the deadline timer asks 1 ms after the deadline, and no clock reads equal twice",
+    "agent_apps/budget.py:Ledger.deadline_exceeded: 3 -> 2":
+        "the precision of the seconds reported in the error (ms); no behaviour depends on it",
+    "agent_apps/budget.py:Ledger.deadline_exceeded: 3 -> 4":
+        "the precision of the seconds reported in the error (ms); no behaviour depends on it",
+    "agent_apps/budget.py:Ledger.to_json: 6 -> 5":
+        "the precision of the dollars shown in the run report; the budget itself counts unrounded",
+    "agent_apps/budget.py:Ledger.to_json: 6 -> 7":
+        "the precision of the dollars shown in the run report; the budget itself counts unrounded",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

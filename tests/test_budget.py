@@ -81,3 +81,71 @@ async def test_a_parents_limit_used_up_exactly_stops_the_child_and_the_parent(co
     run_id = context_manager.state.runs.list(limit=1)[0].id
     child_error = {a.name: a.report for a in context_manager.state.runs.agents(run_id)}["child"]["error"]
     assert child_error["message"].endswith("(10 used; the budget of agent 'spender')")
+
+
+async def test_every_limit_holds_when_all_are_set(context_manager):
+    everything = {"tokens": 10, "input_tokens": 100, "output_tokens": 100, "cost_usd": 100, "turns": 100,
+                  "deadline_s": 3600}
+    config = {"agent": "agent-scripted", "model_id": "dollar-model", "budget": everything,
+              "script": [{"code": "x = 1", "usage": KINDS["tokens"](10)}, {"text": "never"}]}
+    with pytest.raises(BudgetExceeded) as info:
+        await context_manager.invoke("agent", {"prompt": "Test.", "config": config}, config=PRICES)
+    assert info.value.limit == "model.budget.tokens"
+
+
+@pytest.mark.parametrize(
+    ("price", "usage"),
+    [
+        # the kinds a price leaves out cost nothing, however many tokens of them were used
+        ({"output": 1_000_000}, {"input_tokens": 50, "output_tokens": 5, "cache_read_tokens": 50,
+                                 "cache_write_tokens": 50}),
+        ({"input": 1_000_000}, {"input_tokens": 5, "output_tokens": 50}),
+        # the kinds a usage leaves out count as none (a provider reporting output only)
+        ({"input": 1_000_000, "output": 1_000_000, "cache_read": 1_000_000, "cache_write": 1_000_000},
+         {"output_tokens": 5}),
+    ],
+    ids=["output-priced-only", "input-priced-only", "unreported-kinds"],
+)
+async def test_cost_counts_what_was_priced_and_reported(context_manager, price, usage):
+    config = {"agent": "agent-scripted", "model_id": "m", "budget": {"cost_usd": 5},
+              "script": [{"code": "x = 1", "usage": usage}, {"text": "never"}]}
+    with pytest.raises(BudgetExceeded) as info:
+        await context_manager.invoke("agent", {"prompt": "Test.", "config": config}, config={"prices": {"m": price}})
+    assert (info.value.limit, info.value.used) == ("model.budget.cost_usd", 5)
+
+
+async def test_a_sub_agents_deadline_is_the_earliest_up_the_tree(context_manager, write_skill):
+    """The child's own budget allows an hour; its parent's half second is its deadline."""
+    write_skill(
+        "slow-child.skill.md",
+        "---\ndescription: Slow.\nmetadata:\n  model:\n    agent: agent-scripted\n    budget: {deadline_s: 3600}\n"
+        "    script: [{text: zzz, delay: 30}]\n---\nWait.\n",
+    )
+    turns = [{"code": "await ctx.manager.invoke('slow-child')"}, {"text": "never"}]
+    with pytest.raises(BudgetExceeded) as info:
+        await run(context_manager, turns, "deadline_s", 0.5, allowed_tools="slow-child")
+    assert info.value.limit == "model.budget.deadline_s" and 0.5 <= info.value.used < 3600
+    run_id = context_manager.state.runs.list(limit=1)[0].id
+    reports = {a.name: a.report for a in context_manager.state.runs.agents(run_id)}
+    assert reports["slow-child"]["deadline"] == reports["spender"]["deadline"]
+    assert reports["slow-child"]["status"] == "budget"
+
+
+async def test_a_run_cancelled_before_its_deadline_is_cancelled_not_over_budget(context_manager):
+    import asyncio
+
+    from agent_apps import Cancelled, Signal
+
+    signal = Signal()
+    config = {"agent": "agent-scripted", "budget": {"deadline_s": 3600}, "script": [{"text": "zzz", "delay": 30}]}
+    task = asyncio.ensure_future(
+        context_manager.invoke("agent", {"prompt": "Test.", "name": "spender", "config": config}, signal=signal)
+    )
+    for _ in range(200):  # until the run is recorded as started
+        await asyncio.sleep(0.05)
+        if context_manager.state.runs.list(limit=1):
+            break
+    signal.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 30)
+    assert statuses(context_manager) == {"spender": ("cancelled", 0)}
