@@ -149,3 +149,61 @@ async def test_a_run_cancelled_before_its_deadline_is_cancelled_not_over_budget(
     with pytest.raises(Cancelled):
         await asyncio.wait_for(task, 30)
     assert statuses(context_manager) == {"spender": ("cancelled", 0)}
+
+
+# -- values that would be no limit at all -----------------------------------------------
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, 0])
+@pytest.mark.parametrize("key", ["cost_usd", "deadline_s"])
+async def test_a_budget_value_that_would_be_no_limit_is_refused(context_manager, key, value):
+    from agent_apps import ConfigError
+
+    config = {"agent": "agent-scripted", "model_id": "dollar-model", "script": [{"text": "hi"}]}
+    call = {**PRICES, "model": {"budget": {key: value}}}  # a call's config= may hold what JSON args may not
+    with pytest.raises(ConfigError, match=rf"model.budget.{key} must be a number > 0, not {value!r}"):
+        await context_manager.invoke("agent", {"prompt": "Test.", "config": config}, config=call)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1])
+async def test_a_price_must_be_a_finite_number_of_dollars(context_manager, value):
+    from agent_apps import ConfigError
+
+    config = {"agent": "agent-scripted", "model_id": "m", "budget": {"cost_usd": 1}, "script": [{"text": "hi"}]}
+    with pytest.raises(ConfigError, match=rf"prices.m.input must be a number >= 0, not {value!r}"):
+        await context_manager.invoke("agent", {"prompt": "Test.", "config": config},
+                                     config={"prices": {"m": {"input": value, "output": 1}}})
+
+
+async def test_zero_is_a_price_and_a_depth(context_manager):
+    """A kind priced 0 costs nothing; ``max_depth: 0`` is an agent that may start none."""
+    usage = {"input_tokens": 7, "output_tokens": 5}
+    config = {"agent": "agent-scripted", "model_id": "m", "budget": {"cost_usd": 5},
+              "script": [{"code": "x = 1", "usage": usage}, {"text": "never"}]}
+    with pytest.raises(BudgetExceeded) as info:
+        await context_manager.invoke("agent", {"prompt": "Test.", "config": config},
+                                     config={"prices": {"m": {"input": 0, "output": 1_000_000}}})
+    assert info.value.used == 5
+    child = {"prompt": "c", "config": {"agent": "agent-scripted", "script": [{"text": "hi"}]}}
+    code = f"try:\n    r = await ctx.manager.invoke('agent', {child!r})\nexcept Exception as e:\n    r = str(e)\n"
+    script = [{"code": code + "ctx.manager.finish(r)"}]
+    config = {"agent": "agent-scripted", "spawn": {"max_depth": 0}, "script": script}
+    result = await context_manager.invoke("agent", {"prompt": "Test.", "allowed_tools": "agent", "config": config})
+    assert "model.spawn.max_depth = 0 reached" in result
+
+
+async def test_the_longest_matching_price_wins(context_manager, write_skill, skills_path):
+    """Two globs match: the longer one prices the model (2.5 USD per million tokens, a
+    fraction); a key YAML reads as a number names no model and breaks nothing."""
+    (skills_path / "agent-apps.yaml").write_text(
+        "prices:\n  '*': {input: 1.0, output: 1.0}\n  'acme-*': {input: 2.5, output: 2.5}\n  2024: {input: 9}\n"
+    )
+    write_skill(
+        "pricey.skill.md",
+        "---\ndescription: P.\nmetadata:\n  model:\n    agent: agent-scripted\n    model_id: acme-large\n"
+        "    budget: {cost_usd: 2.5}\n    script:\n"
+        "      - {code: x = 1, usage: {input_tokens: 1000000, output_tokens: 0}}\n      - {text: never}\n---\nGo.\n",
+    )
+    with pytest.raises(BudgetExceeded) as info:
+        await context_manager.invoke("pricey")
+    assert info.value.used == 2.5
