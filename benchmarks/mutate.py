@@ -122,6 +122,10 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+_TYPED = "the cascade's key table refuses this first (ConfigError): only a number reaches it, never true/false"
+_MAPPING = "the cascade's key table types this key as a mapping and refuses anything else first (ConfigError)"
+_FOUND = "never runs: _error is only called with keys some layer set, and the cascade records each one's layer"
+
 #: Survivors judged equivalent (no test can tell them from the original), by mutant id,
 #: with the reason. An id names the file, the function and the change, not a line.
 EQUIVALENT: dict[str, str] = {
@@ -166,6 +170,35 @@ EQUIVALENT: dict[str, str] = {
         "the precision of the dollars shown in the run report; the budget itself counts unrounded",
     "agent_apps/budget.py:Ledger.to_json: 6 -> 7":
         "the precision of the dollars shown in the run report; the budget itself counts unrounded",
+    "agent_apps/budget.py:_number: isinstance(value, (int, float)) and not isinstance(value, bool) and m… -> "
+    "not isinstance(value, bool) and math.isfinite(value)": _TYPED,
+    "agent_apps/budget.py:_number: isinstance(value, (int, float)) and not isinstance(value, bool) and m… -> "
+    "isinstance(value, (int, float)) and math.isfinite(value)": _TYPED,
+    "agent_apps/budget.py:_number: ok and not real -> not real":
+        "whole-number keys reach it only as ints (the key table), and an int is finite: ok holds for them",
+    """agent_apps/budget.py:_mapping: raise _error(resolved, key, f"{key} must be a mapping, not {type(valu… -> pass""":
+        _MAPPING,
+    """agent_apps/budget.py:_price: resolved.values.get("prices") or {} -> resolved.values.get('prices')""":
+        "DEFAULTS give every cascade a price table, and the key table refuses a null one",
+    """agent_apps/budget.py:_price: _mapping(resolved, "prices", table) -> pass""": _MAPPING,
+    "agent_apps/budget.py:_price: _mapping(resolved, key, entry) -> pass": _MAPPING,
+    "agent_apps/budget.py:_error: source is None and len(parts) > 1 -> source is None": _FOUND,
+    "agent_apps/budget.py:_error: len(parts) > 1 -> len(parts) >= 1": _FOUND,
+    "agent_apps/budget.py:_error: 1 -> 0": _FOUND,
+    "agent_apps/budget.py:_error: 1 -> 2": _FOUND,
+    "agent_apps/budget.py:_error: parts.pop() -> pass": _FOUND,
+    """agent_apps/budget.py:_error: ".".join(parts) + "." -> '.'.join(parts) - '.'""": _FOUND,
+    "agent_apps/budget.py:_error: source is not None and os.path.isfile(source) -> "
+    "source is not None or os.path.isfile(source)":
+        "source is never None (see the loop), and a source that is no file fails to open: the except then leaves "
+        "the line out, as the isfile check does",
+    "agent_apps/budget.py:_error: source is not None and os.path.isfile(source) -> os.path.isfile(source)":
+        "source is never None: _error is only called with keys some layer set",
+    "agent_apps/budget.py:_error: source is not None and os.path.isfile(source) -> source is not None":
+        "a source that is no file (call, defaults, metadata) fails to open, and the except leaves the line out, "
+        "as the isfile check does",
+    """agent_apps/budget.py:_error: source or "config" -> source""":
+        "source is never None: _error is only called with keys some layer set",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

@@ -207,3 +207,17 @@ async def test_the_longest_matching_price_wins(context_manager, write_skill, ski
     with pytest.raises(BudgetExceeded) as info:
         await context_manager.invoke("pricey")
     assert info.value.used == 2.5
+
+
+async def test_a_bad_value_names_the_file_and_line_that_set_it(context_manager, write_skill, skills_path):
+    """The skill's metadata sets the rest of its model config; the error still names the
+    directory file that holds the bad value."""
+    config = skills_path / "agent-apps.yaml"
+    config.write_text("model:\n  priority: high\n  spawn:\n    max_agents: 0\n")
+    write_skill("task.skill.md", "---\ndescription: T.\nmetadata:\n  model:\n    agent: agent-scripted\n"
+                "    script: [{text: hi}]\n---\nDo it.\n")
+    from agent_apps import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        await context_manager.invoke("task")
+    assert str(info.value).startswith(f"{config}:4: model.spawn.max_agents must be a whole number > 0, not 0")
