@@ -122,3 +122,46 @@ async def test_of_nested_calls_the_inner_one_wins(context_manager, write_skill):
     assert await context_manager.invoke("runner", {"inner": True}, config=outer) == "from the inner call"
     assert await context_manager.invoke("runner", {}, config=outer) == "from the outer call"
     assert await context_manager.invoke("runner", {}) == "from the metadata"
+
+
+TELLER = (
+    "---\ndescription: Says what its script says.\nmetadata:\n  model:\n    agent: agent-scripted\n"
+    "    script: [{text: from the metadata}]\n---\nSay it.\n"
+)
+
+
+async def test_a_model_layer_above_an_agent_stops_at_it(context_manager, write_skill):
+    """The call's ``model`` configures the agent below it, not the prompt skills that
+    agent's code runs, however far above the agent the call was made."""
+    write_skill("teller.skill.md", TELLER)
+    write_skill(
+        "runner",
+        "frontmatter = {}\nasync def main(ctx, args):\n"
+        "    return await ctx.manager.invoke('agent', {'prompt': 'p', 'allowed_tools': 'teller'})\n",
+    )
+    outer = {"model": {"agent": "agent-scripted",
+                       "script": [{"code": "ctx.manager.finish(await ctx.manager.invoke('teller'))"}]}}
+    assert await context_manager.invoke("runner", config=outer) == "from the metadata"
+
+
+async def test_call_layers_merge_a_value_of_another_shape_by_replacing_it(context_manager, write_skill):
+    """``admission.model_calls`` is a number or a mapping: an inner call's number replaces
+    an outer call's mapping."""
+    write_skill("teller.skill.md", TELLER)
+    write_skill(
+        "runner",
+        "frontmatter = {}\nasync def main(ctx, args):\n"
+        "    return await ctx.manager.invoke('teller', config={'admission': {'model_calls': 2}})\n",
+    )
+    outer = {"admission": {"model_calls": {"default": 4}}}
+    assert await context_manager.invoke("runner", config=outer) == "from the metadata"
+
+
+def test_a_file_that_is_both_project_and_directory_file_counts_once(tmp_path):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "agent-apps.yaml").write_text("middleware: [audit]\n")
+    (skills / "writer.skill.py").write_text("frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
+    cm = ContextManager([skills], cwd=skills, env=False, user=False, entry_points=False)
+    resolved = cm.config_for("writer")
+    assert resolved.values["middleware"] == ["$agent", "audit"]
