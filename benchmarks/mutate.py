@@ -199,6 +199,8 @@ EQUIVALENT: dict[str, str] = {
         "as the isfile check does",
     """agent_apps/budget.py:_error: source or "config" -> source""":
         "source is never None: _error is only called with keys some layer set",
+    "agent_apps/config.py:Cascade._directory_files: not skill.path or not skill.root -> not skill.root":
+        "a skill with a root was loaded from a file under it, so it has a path too",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

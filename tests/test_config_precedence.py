@@ -165,3 +165,10 @@ def test_a_file_that_is_both_project_and_directory_file_counts_once(tmp_path):
     cm = ContextManager([skills], cwd=skills, env=False, user=False, entry_points=False)
     resolved = cm.config_for("writer")
     assert resolved.values["middleware"] == ["$agent", "audit"]
+
+
+async def test_a_skill_from_no_folder_has_no_directory_layer(context_manager):
+    """Inline code has a path of sorts (``<inline:...>``) but no folder: it gets the
+    layers above the directories and below the call."""
+    source = "frontmatter = {}\nasync def main(ctx, args):\n    return ctx.manager.config()['model']['max_turns']\n"
+    assert await context_manager.invoke(f"inline://{source}") == 30
