@@ -206,6 +206,15 @@ EQUIVALENT: dict[str, str] = {
     "agent_apps/config.py:Cascade._directory_files: directory == root or directory.parent == directory or root "
     "not in dir… -> directory.parent == directory or root not in directory.parents":
         "the last condition ends the walk at the root as well: a folder is not among its own parents",
+    "agent_apps/config.py:Cascade._directory_files: directory == root or directory.parent == directory or root "
+    "not in dir… -> directory == root or root not in directory.parents":
+        "the walk starts at a skill found under its root and stops there, so it never reaches the filesystem's root",
+    "agent_apps/config.py:Cascade._directory_files: directory == root or directory.parent == directory or root "
+    "not in dir… -> directory == root or directory.parent == directory":
+        "a skill's path lies under the root it was found in (the scan joins them), so the walk meets the root",
+    "agent_apps/config.py:_merge: key in _CONCATENATED and isinstance(value, list) and isinstance(into.… -> "
+    "key in _CONCATENATED and isinstance(into.get(key), list)":
+        "the key table refuses a middleware that is not a list of strings before the layers merge",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

@@ -172,3 +172,28 @@ async def test_a_skill_from_no_folder_has_no_directory_layer(context_manager):
     layers above the directories and below the call."""
     source = "frontmatter = {}\nasync def main(ctx, args):\n    return ctx.manager.config()['model']['max_turns']\n"
     assert await context_manager.invoke(f"inline://{source}") == 30
+
+
+def test_a_value_replacing_a_mapping_takes_its_place_and_its_source(tmp_path, monkeypatch):
+    """``admission.model_calls`` is a number or a mapping: the project's number replaces
+    the user's mapping, and the mapping's keys leave the listing of sources with it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("AGENT_APPS_HOME", str(home))
+    (home / "config.yaml").write_text("admission: {model_calls: {default: 4}}\n")
+    (tmp_path / "agent-apps.yaml").write_text("admission: {model_calls: 2}\n")
+    resolved = ContextManager([], cwd=tmp_path, env=False, entry_points=False).config_for(None)
+    assert resolved.values["admission"]["model_calls"] == 2
+    assert resolved.sources["admission.model_calls"] == str(tmp_path / "agent-apps.yaml")
+    assert not [key for key in resolved.sources if key.startswith("admission.model_calls.")]
+
+
+def test_every_value_a_layer_sets_has_that_layer_as_its_source(tmp_path):
+    """Nested below a section no lower layer has, down to an empty mapping (a value too)."""
+    (tmp_path / "agent-apps.yaml").write_text("security:\n  policy:\n    allow: [file-read]\n    interactive: {categories: {}}\n")
+    resolved = ContextManager([], cwd=tmp_path, env=False, user=False, entry_points=False).config_for(None)
+    project = str(tmp_path / "agent-apps.yaml")
+    assert {k: v for k, v in resolved.sources.items() if k.startswith("security.")} == {
+        "security.policy.allow": project,
+        "security.policy.interactive.categories": project,
+    }
