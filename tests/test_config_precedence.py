@@ -190,7 +190,8 @@ def test_a_value_replacing_a_mapping_takes_its_place_and_its_source(tmp_path, mo
 
 def test_every_value_a_layer_sets_has_that_layer_as_its_source(tmp_path):
     """Nested below a section no lower layer has, down to an empty mapping (a value too)."""
-    (tmp_path / "agent-apps.yaml").write_text("security:\n  policy:\n    allow: [file-read]\n    interactive: {categories: {}}\n")
+    text = "security:\n  policy:\n    allow: [file-read]\n    interactive: {categories: {}}\n"
+    (tmp_path / "agent-apps.yaml").write_text(text)
     resolved = ContextManager([], cwd=tmp_path, env=False, user=False, entry_points=False).config_for(None)
     project = str(tmp_path / "agent-apps.yaml")
     assert {k: v for k, v in resolved.sources.items() if k.startswith("security.")} == {
