@@ -215,6 +215,16 @@ EQUIVALENT: dict[str, str] = {
     "agent_apps/config.py:_merge: key in _CONCATENATED and isinstance(value, list) and isinstance(into.… -> "
     "key in _CONCATENATED and isinstance(into.get(key), list)":
         "the key table refuses a middleware that is not a list of strings before the layers merge",
+    """agent_apps/agent/recorder.py:Recorder.__init__: self.session is not None and retention != "none" -> """
+    """retention != 'none'""":
+        "writes_messages is only read to choose self.session, which is None then anyway",
+    "agent_apps/agent/recorder.py:Recorder.__init__: 0 -> 1":
+        "system_tokens is read when a turn ends, and set_system always sets it before the first turn",
+    "agent_apps/agent/recorder.py:Recorder.finish: await journal.run.flush() -> pass":
+        "nothing is queued when a run finishes: code runs, model responses, checkpoints and halts flush the "
+        "journal before a turn or the run can end (checked on a cancel mid-turn: no entry queued)",
+    "agent_apps/agent/recorder.py:Recorder.finish: ended and session is not None -> ended":
+        "with no session, forget_run's statements match no row",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

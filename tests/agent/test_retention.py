@@ -89,3 +89,41 @@ async def test_a_sub_agents_retention_removes_its_own_journal_only(home, skills_
     (run,) = cm.state.runs.list()
     agents = {entry.agent for entry in cm.state.journal.entries(run.id)}
     assert agents == {"a1"} and cm.state.journal.checkpoint(run.id) is not None
+
+
+async def test_a_run_cancelled_mid_turn_leaves_no_journal(home, skills_path):
+    """Cancelled after its code's host call was journaled: the run has ended, so its
+    journal goes, host call included."""
+    import asyncio
+
+    from agent_apps import Cancelled, Signal
+
+    (skills_path / "counter.skill.py").write_text(
+        "frontmatter = {'params': {'type': 'object'}}\nasync def main(ctx, args):\n"
+        "    ctx.manager.emit('counted', {})\n    return 1\n"
+    )
+    cm = manager(home, skills_path)
+    counted = asyncio.Event()
+    cm.events.subscribe("counted", lambda topic, event: counted.set())
+    code = "await ctx.manager.invoke('counter', {})\nawait asyncio.sleep(60)"
+    call = {"prompt": "Test.", "config": {"agent": "agent-scripted", "script": [{"code": code}, {"text": "never"}]}}
+    signal = Signal()
+    task = asyncio.ensure_future(cm.invoke("agent", call, signal=signal))
+    await asyncio.wait_for(counted.wait(), 30)
+    signal.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(task, 30)
+    (run,) = cm.state.runs.list()
+    assert cm.state.runs.agents(run.id)[0].status == "cancelled"
+    assert cm.state.journal.entries(run.id) == [] and cm.state.journal.checkpoint(run.id) is None
+
+
+async def test_retention_run_without_a_journal_ends_nested_runs_cleanly(home, skills_path):
+    (home / "config.yaml").write_text("model: {retention: run, journal: false}\n")
+    inner = {"prompt": "Inner.", "config": {"agent": "agent-scripted", "script": [{"text": "Inner done."}]}}
+    script = [{"code": f"ctx.manager.finish(await ctx.manager.invoke('agent', {inner!r}))"}, {"text": "failed"}]
+    cm = manager(home, skills_path)
+    call = {"prompt": "Test.", "allowed_tools": "agent", "config": {"agent": "agent-scripted", "script": script}}
+    assert await cm.invoke("agent", call) == "Inner done."
+    (run,) = cm.state.runs.list()
+    assert [a.status for a in cm.state.runs.agents(run.id)] == ["done", "done"]
