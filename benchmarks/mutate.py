@@ -105,7 +105,10 @@ TARGETS: dict[str, Target] = {
     ),
     "journal": Target(
         ("agent_apps/agent/durable.py", "agent_apps/state/journal.py"),
-        ("tests/agent/test_durable.py", "tests/agent/test_retention.py", "tests/state/test_store.py"),
+        (
+            "tests/agent/test_durable_replay.py", "tests/agent/test_durable.py", "tests/agent/test_retention.py",
+            "tests/state/test_store.py",
+        ),
         skip=("_short", "_short_args"),
     ),
     "retention": Target(
@@ -225,6 +228,28 @@ EQUIVALENT: dict[str, str] = {
         "journal before a turn or the run can end (checked on a cancel mid-turn: no entry queued)",
     "agent_apps/agent/recorder.py:Recorder.finish: ended and session is not None -> ended":
         "with no session, forget_run's statements match no row",
+    "agent_apps/agent/durable.py:HostCall: False -> True": "AgentJournal.issue always passes next",
+    """agent_apps/agent/durable.py:RunJournal.pending: point is not None and point.decision is not None -> """
+    """point is not None""":
+        "a resumed run's checkpoint always holds a decision when it holds a pending call: claim refuses it otherwise",
+    "agent_apps/agent/durable.py:AgentJournal: False -> True":
+        "needs_messages only asks the provider to send the conversation along; the journal never reads it",
+    "agent_apps/agent/durable.py:AgentJournal.__init__: 0 -> 1":
+        "code_run sets the step before any call of it is issued",
+    "agent_apps/agent/durable.py:AgentJournal.__init__: 0 -> 1 #2":
+        "code_run sets the issue count before any call of it is issued",
+    "agent_apps/agent/durable.py:AgentJournal.__init__: False -> True":
+        "model_call sets _answered before each model_response reads it",
+    "agent_apps/agent/durable.py:AgentJournal.code_run: 63 -> 62": "the width of the recorded random seed",
+    "agent_apps/agent/durable.py:AgentJournal.code_run: 63 -> 64": "the width of the recorded random seed",
+    "agent_apps/agent/durable.py:_write_rows: False -> True":
+        "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
+    "agent_apps/agent/durable.py:_write_rows: False -> True #2":
+        "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
+    "agent_apps/agent/durable.py:_write_rows: False -> True #3":
+        "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
+    "agent_apps/state/journal.py:_dump: False -> True":
+        "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }
