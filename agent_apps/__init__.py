@@ -14,7 +14,9 @@ Importing this package is cheap: the sandbox, providers and MCP load on first us
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .config import DEFAULTS
@@ -72,31 +74,33 @@ __all__ = [
     "hookimpl",
 ]
 
-#: Where each public name lives: imported on first access (PEP 562), so that
+#: Where each public name lives: imported on first access (_lazy.py), so that
 #: ``import agent_apps`` and the command line's start pay only for what they use.
 _LAZY = {
     "DEFAULTS": "config",
     "Context": "context",
     "Manager": "context",
     "Signal": "context",
+    "AgentAppsError": "errors",
+    "ApprovalPending": "errors",
+    "ArgsInvalid": "errors",
+    "BudgetExceeded": "errors",
+    "Cancelled": "errors",
+    "ConfigError": "errors",
+    "GuardrailTripped": "errors",
+    "LimitExceeded": "errors",
+    "MiddlewareError": "errors",
+    "ReplayDiverged": "errors",
+    "ResultInvalid": "errors",
+    "SandboxError": "errors",
+    "SkillFailed": "errors",
+    "SkillLoadError": "errors",
+    "SkillNotFound": "errors",
+    "ToolNotAllowed": "errors",
     "EventBus": "events",
     "ContextManager": "manager",
     "hookimpl": "plugins",
     "Skill": "skill",
 }
-_LAZY.update((name, "errors") for name in __all__ if name not in _LAZY and name != "__version__")  # the rest
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_apps' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # the next access is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

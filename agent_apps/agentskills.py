@@ -28,7 +28,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .skill import CATEGORIES
+from ._syntax import split_top_level
+from .config import config_problem
+from .skill import CATEGORIES, mounted_tool_name
 
 __all__ = [
     "TOOL_NAMES",
@@ -92,8 +94,6 @@ def translate_allowed_tools(text: str) -> tuple[str, list[str]]:
     ``mcp__server__tool`` -> the mounted skill ``server-tool``. agent-apps specs pass
     through unchanged. An empty result means "no tools".
     """
-    from ._syntax import split_top_level
-
     out: list[str] = []
     notes: list[str] = []
     for token in split_top_level(text, " \t\n,"):
@@ -143,12 +143,10 @@ def _domain_specs(pattern: str, notes: list[str], token: str) -> list[str]:
 
 
 def _mcp_spec(head: str) -> str:
-    from .mcp.client import skill_name
-
     server, _, tool = head[len("mcp__") :].partition("__")
     if tool:
-        return skill_name(server, tool)
-    return skill_name(server, "x").removesuffix("-x") + "-*"  # every tool of the server
+        return mounted_tool_name(server, tool)
+    return mounted_tool_name(server, "x").removesuffix("-x") + "-*"  # every tool of the server
 
 
 def _quote(value: str) -> str:
@@ -188,8 +186,6 @@ def foreign_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], dict[
 
 
 def _model_problem(value: Any) -> str | None:
-    from .config import config_problem
-
     problem = config_problem({"model": value})
     return f"{'.'.join(problem[0][1:])} must be {problem[1]}" if problem else None
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import ConfigError
 from .skill import Skill
 
@@ -518,8 +519,12 @@ def _by_mtime(cache: dict[Path, tuple[int, Any]], path: Path, load: Callable[[Pa
 def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
+    text = path.read_text(encoding="utf-8")
+    deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
+    if deep is not None:
+        raise ConfigError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=str(path), line=deep)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(
@@ -532,7 +537,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     problem = config_problem(data)
     if problem is not None:
         keys, expected = problem
-        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(path.read_text(), keys))
+        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(text, keys))
     return data
 
 

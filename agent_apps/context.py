@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .run_record import RunRecord
     from .skill import Skill
 
-__all__ = ["Context", "Finish", "Manager", "Signal"]
+__all__ = ["Context", "Finish", "Manager", "Signal", "agent_scope"]
 
 _ids = itertools.count(1)
 T = TypeVar("T")
@@ -309,6 +309,17 @@ class Context:
             self._signal.detach()  # type: ignore[union-attr]
         if self.parent is None and self._run is not None:
             self._cm._runs.pop(self._run.run_id, None)
+
+
+def agent_scope(ctx: Context) -> dict[str, Any] | None:
+    """The scope (the ``agent`` nonlocal) of the agent whose code made the call ``ctx``;
+    None for any other caller. Tools read in it what that agent's code may reach (its
+    skill's folder, the guidance it loaded, its workspace)."""
+    caller = ctx.parent
+    if caller is None or not caller.internals.get("untrusted"):
+        return None
+    scope = caller.nonlocals.get("agent")
+    return scope if isinstance(scope, dict) else None
 
 
 class Manager:

@@ -125,11 +125,23 @@ class ToolNotAllowed(AgentAppsError):
 
     call_error = True
 
-    def __init__(self, caller: str, callee: str, reason: str, *, spec: str | None = None) -> None:
+    def __init__(
+        self, caller: str, callee: str, reason: str, *, spec: str | None = None, path: str | None = None
+    ) -> None:
         self.caller = caller
         self.callee = callee
+        self.reason = reason
         self.spec = spec
-        super().__init__(f"{caller} may not call {callee}: {reason}", skill=callee)
+        #: The arg refused, when one is (``allowed_tools``, ``args.config.endpoint_url``).
+        self.path = path
+        where = f" (at {path})" if path else ""
+        super().__init__(f"{caller} may not call {callee}{where}: {reason}", skill=callee)
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.path:
+            data["path"] = self.path
+        return data
 
 
 class SkillFailed(AgentAppsError):

@@ -8,6 +8,8 @@ every agent topic. ``emit`` is safe to call from any thread.
 A subscription may have an id (``event-subscribe`` gives one), by which
 :meth:`EventBus.unsubscribe` ends it; ids starting with ``psub-`` are subscriptions
 persisted in the state store, which :meth:`EventBus.sync_persisted` keeps in step with it.
+A ref subscribed by a skill carries its maker's :class:`~agent_apps.authority.Authority`,
+under which every delivery is invoked (docs/security.md, "Deferred work").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     import asyncio
     import logging
 
+    from .authority import Authority
     from .manager import ContextManager
 
 __all__ = ["PERSISTED_PREFIX", "EventBus", "Subscriber"]
@@ -39,6 +42,7 @@ class _Subscription:
     handler: Subscriber
     exact: bool
     id: str | None = None
+    authority: Authority | None = None
 
 
 class EventBus:
@@ -51,11 +55,14 @@ class EventBus:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[asyncio.Future[Any]] = set()
 
-    def subscribe(self, topic: str, handler: Subscriber, *, id: str | None = None) -> Callable[[], None]:
+    def subscribe(
+        self, topic: str, handler: Subscriber, *, id: str | None = None, authority: Authority | None = None
+    ) -> Callable[[], None]:
         """Call ``handler(topic, event)`` (or invoke the ref with the event) for each
         event on a topic matching ``topic``. Returns a function that unsubscribes;
-        ``id`` names the subscription for :meth:`unsubscribe` (one id, one subscription)."""
-        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["), id)
+        ``id`` names the subscription for :meth:`unsubscribe` (one id, one subscription);
+        a ref is invoked under ``authority``, its maker's (None: as a top-level call)."""
+        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["), id, authority)
         with self._lock:
             self._subs = [*(s for s in self._subs if id is None or s.id != id), sub]
 
@@ -76,17 +83,18 @@ class EventBus:
         """The ids of the subscriptions that have one."""
         return {s.id for s in self._subs if s.id is not None}
 
-    def sync_persisted(self, rows: Iterable[tuple[str, str, str]]) -> None:
+    def sync_persisted(self, rows: Iterable[tuple[str, str, str, Authority | None]]) -> None:
         """Make the persisted subscriptions of this bus those of ``rows`` (``(id, topic,
-        ref)``, as the state store has them): new ones subscribed, removed ones ended."""
-        wanted = {ident: (topic, ref) for ident, topic, ref in rows}
+        ref, authority)``, as the state store has them): new ones subscribed, removed
+        ones ended."""
+        wanted = {ident: (topic, ref, authority) for ident, topic, ref, authority in rows}
         for ident in self.ids():
             if ident.startswith(PERSISTED_PREFIX) and ident not in wanted:
                 self.unsubscribe(ident)
         have = self.ids()
-        for ident, (topic, ref) in wanted.items():
+        for ident, (topic, ref, authority) in wanted.items():
             if ident not in have:
-                self.subscribe(topic, ref, id=ident)
+                self.subscribe(topic, ref, id=ident, authority=authority)
 
     def has_subscribers(self, topic: str) -> bool:
         return any(self._matches(s, topic) for s in self._subs)
@@ -106,7 +114,10 @@ class EventBus:
                 if isinstance(handler, str):
                     if self._manager is None:
                         raise RuntimeError("a ref subscriber needs a ContextManager")
-                    self._schedule(self._manager.invoke(handler, {"topic": topic, "event": event}), sub)
+                    from .authority import invoke_as  # here: a bus that delivers no ref never needs it
+
+                    args = {"topic": topic, "event": event}
+                    self._schedule(invoke_as(self._manager, sub.authority, handler, args), sub)
                     continue
                 result = handler(topic, event)
                 if inspect.isawaitable(result):

@@ -12,7 +12,8 @@ Markdown body.
 A skill file is untrusted input: one hostile file must never break discovery or the
 process. Files are bounded before they are parsed (:data:`MAX_FILE_BYTES`; YAML
 frontmatter is walked as a stream of events first, so nesting and alias expansion are
-bounded before any recursive code sees it), and every parser failure, down to a
+bounded before any recursive code sees it; nesting is measured on the text itself, before
+PyYAML reads it, see :mod:`._yaml_depth`), and every parser failure, down to a
 ``RecursionError`` or ``MemoryError``, becomes that file's :class:`SkillLoadError`.
 """
 
@@ -25,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import SkillLoadError
-from .skill import FOLDER_FILES, Skill
+from .frontmatter import skill_from_frontmatter
+from .skill import FOLDER_FILES, PROMPT_PARAMS, Skill
 
 if TYPE_CHECKING:
     from .parse_cache import ParseCache
@@ -40,17 +43,11 @@ _PACKAGE = "_agent_apps_skills"
 #: The largest skill file read (a frontmatter and a body, or a module).
 MAX_FILE_BYTES = 1024 * 1024
 #: How deep a frontmatter may nest (mappings and lists).
-MAX_FRONTMATTER_DEPTH = 64
+MAX_FRONTMATTER_DEPTH = MAX_YAML_DEPTH
+_TOO_DEEP = f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels"
 #: How many values a YAML frontmatter may hold once its aliases are expanded (so an
 #: alias bomb, a few lines that expand to millions of values, is refused).
 MAX_FRONTMATTER_NODES = 50_000
-
-#: The args of a prompt skill that declares no ``params``: a free-form task.
-PROMPT_PARAMS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task": {"type": "string", "description": "What to do; becomes the agent's first message."}},
-}
-
 
 def skill_name_for(path: Path) -> str | None:
     """The default name of the skill in ``path``, or None if it is not a skill file."""
@@ -159,7 +156,7 @@ def _code_skill(
     loader: Callable[[Skill], Callable[..., Any]],
 ) -> Skill:
     frontmatter, line, key_lines, main_line, main_async = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,
@@ -324,6 +321,9 @@ def _parse_prompt(text: str, path: str) -> tuple[Any, dict[str, int], list[str],
     block = "".join(lines[1:end])
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     notes: list[tuple[str, str | None]] = []
+    deep = too_deep(block, MAX_FRONTMATTER_DEPTH)  # before PyYAML reads it: the limit and its words are ours
+    if deep is not None:
+        raise SkillLoadError(_TOO_DEEP, path=path, line=deep + 1)
     try:
         _check_yaml_shape(block, loader, path)
         frontmatter = yaml.load(block, Loader=loader) or {}
@@ -358,7 +358,7 @@ def _prompt_skill(
     root: str | None,
 ) -> Skill:
     frontmatter, key_lines, warnings, aside, body = parsed
-    skill = Skill.from_frontmatter(
+    skill = skill_from_frontmatter(
         frontmatter,
         default_name=default_name,
         path=path,
@@ -440,11 +440,7 @@ def _check_yaml_shape(block: str, loader: Any, path: str) -> None:
             depth += 1
             open_.append((event.anchor, nodes))
             if depth > MAX_FRONTMATTER_DEPTH:
-                raise SkillLoadError(
-                    f"the YAML frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
-                    path=path,
-                    line=_line_of(event),
-                )
+                raise SkillLoadError(_TOO_DEEP, path=path, line=_line_of(event))
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
             anchor, start = open_.pop()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from .config import Cascade, Layer, agent_apps_home, key_table
 from .errors import AgentAppsError, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
+from .frontmatter import skill_from_frontmatter
 from .loading import load_file, load_source, skill_name_for
 from .plugins import PluginError, load_plugins
 from .searchpath import Catalog, Root, bundled_roots
@@ -145,9 +146,10 @@ class ContextManager:
 
     @property
     def state(self) -> StateStore:
-        """The state store (sessions, runs): ``state=`` (a path or ``":memory:"``), else
-        ``AGENT_APPS_STATE``, ``state.path`` from config, ``home/state.db``. The file
-        is opened on first use, so managers that run no agent never touch it."""
+        """The state store (sessions, runs): ``state=`` (a path, ``":memory:"`` or a
+        ``postgresql://`` URL), else ``AGENT_APPS_STATE``, ``state.path`` from config,
+        ``home/state.db``. It is opened on first use, so managers that run no agent
+        never touch it."""
         from .state import StateStore, state_path
 
         if not isinstance(self._state, StateStore):
@@ -161,7 +163,7 @@ class ContextManager:
         """The store just opened: subscribe the event subscriptions persisted in it."""
         from .state.subscriptions import Subscriptions
 
-        self.events.sync_persisted((s.id, s.topic, s.ref) for s in Subscriptions.read(conn))
+        self.events.sync_persisted((s.id, s.topic, s.ref, s.authority) for s in Subscriptions.read(conn))
 
     @property
     def admission(self) -> Admission:
@@ -565,4 +567,4 @@ def _anonymous(definition: dict[str, Any]) -> Skill:
     if not callable(main):
         raise AgentAppsError("an anonymous skill definition needs a callable 'main'")
     fields.setdefault("name", "anonymous")
-    return Skill.from_frontmatter(fields, default_name="anonymous", kind="anonymous", origin="anonymous", _main=main)
+    return skill_from_frontmatter(fields, default_name="anonymous", kind="anonymous", origin="anonymous", _main=main)

@@ -28,7 +28,7 @@ from ._syntax import parse_call
 from .allowed_tools import check_call
 from .context import Context, Finish
 from .errors import AgentAppsError, ArgsInvalid, MiddlewareError, SkillFailed, SkillLoadError, ToolNotAllowed
-from .skill import is_skill_name
+from .skill import PROMPT_EXECUTOR, is_skill_name
 from .validation import coerce_params, validate_args
 
 if TYPE_CHECKING:
@@ -146,8 +146,6 @@ def skill_middleware(cm: ContextManager, ref: str | tuple[str, dict[str, Any]]) 
         ctx._next = call_next
         try:
             if prompt:
-                from .pipeline import PROMPT_EXECUTOR
-
                 # What the agent ends with is the call's result, even null (compose
                 # returns a Finish value as is).
                 raise Finish(await cm._invoke(PROMPT_EXECUTOR, {}, ctx, {"target": ctx, "system": True}))

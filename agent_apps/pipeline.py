@@ -32,6 +32,7 @@ from .allowed_tools import check_call
 from .context import Context, Finish, Signal
 from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
 from .middleware import check_untrusted_middleware
+from .skill import PROMPT_EXECUTOR
 from .validation import validate_args, validate_result
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ OPTIONS = frozenset(
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
 #: of *names* it may call) does not apply to them.
 _CALLER_CODE = frozenset({"anonymous", "callback"})
-
-#: The skill that runs prompt skills (CONTRACT section 7).
-PROMPT_EXECUTOR = "agent-execute"
-
 
 async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Any:
     """Run one invocation of ``ref`` with ``args`` as a child of ``parent``."""

@@ -1,7 +1,7 @@
 """Skills that take refs as arguments: ``schedule-create``, ``event-subscribe``,
 ``skill-register``. The rules for those refs live here, in one place.
 
-Agent code may *invoke* skills by bare name only (the sandbox ref rule). A ref it passes
+Agent code may *invoke* skills by bare name only (the sandbox ref rule). A ref passed
 *as an argument* is not an invoke target, so it is checked here instead, before anything
 is stored or registered:
 
@@ -12,15 +12,17 @@ is stored or registered:
    such a ref before the skill runs.)
 2. It names a skill that exists now, and the args it will be invoked with validate
    against that skill's params now (errors name the arg path).
-3. Agent code may not pass an internal skill (providers, executors: tag
-   ``meta-internal``), nor a hidden one that its allowed-tools does not name exactly
-   (``secret-job``, or ``schedule-create(ref=secret-job)``).
-4. Which refs agent code may pass at all is up to allowed-tools argument constraints on
-   the ref-taking skill, ``schedule-create(ref=my-*)``: the pipeline checks them like any
-   constraint, before the skill runs.
+3. Its maker could make that call directly (:func:`~agent_apps.authority.check_call_as`):
+   the caller's allowed-tools allow the ref with those args, agent code passes no
+   internal skill, and a call to ``agent`` asks for no more than agent code may. The
+   caller's :class:`~agent_apps.authority.Authority` is stored with the work, which runs
+   under it (:func:`~agent_apps.authority.invoke_as`).
+4. Which refs may be passed at all can be narrowed further by allowed-tools argument
+   constraints on the ref-taking skill, ``schedule-create(ref=my-*)``: the pipeline
+   checks them like any constraint, before the skill runs.
 
-``skill-register`` goes further, because the skill it makes can be called at once: a
-definition cannot do more than its registrant could (:func:`registered_skill`).
+``skill-register`` makes a skill that can be called at once: a definition cannot do
+more than its registrant could (:func:`registered_skill`).
 """
 
 from __future__ import annotations
@@ -28,16 +30,16 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .allowed_tools import check_call, parse_specs
-from .authority import UNTRUSTED_CONFIG_KEYS
+from .authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as, invoke_as, narrows
 from .errors import ArgsInvalid, SkillLoadError, SkillNotFound, ToolNotAllowed
+from .frontmatter import skill_from_frontmatter
 from .skill import Skill, is_skill_name
 from .validation import check_schemas, validate_args
 
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["RESERVED_PREFIXES", "check_ref", "created_by", "registered_skill"]
+__all__ = ["RESERVED_PREFIXES", "check_ref", "registered_skill"]
 
 #: Names ``skill-register`` refuses besides those of existing skills: the agent and its
 #: providers' namespace (``model.agent`` picks a provider by name).
@@ -45,10 +47,21 @@ RESERVED_PREFIXES = ("agent-",)
 RESERVED_NAMES = ("agent",)
 
 
-def check_ref(ctx: Context, ref: str, args: dict[str, Any] | None, *, arg: str = "ref") -> Skill:
-    """The skill ``ref`` names, checked for the skill running in ``ctx`` (rules 1-3 of
-    the module docstring); ``args`` (None: do not check) are what it will be invoked
-    with, ``arg`` names the ref's place in ``ctx``'s args for errors."""
+def check_ref(
+    ctx: Context,
+    ref: str,
+    args: dict[str, Any],
+    *,
+    arg: str = "ref",
+    args_at: str = "args",
+    partial: bool = False,
+    validate: bool = True,
+) -> Skill:
+    """The skill ``ref`` names, checked for the caller of the skill running in ``ctx``
+    (rules 1-3 of the module docstring). ``args`` are what it will be invoked with
+    (``partial``: the rest is given at call time; ``validate=False``: they vary, so only
+    the authority check sees them); ``arg`` and ``args_at`` name the ref's and the
+    args' places in ``ctx``'s args, for errors."""
     taker = ctx.skill.name
     cm = ctx.manager.context_manager
     if not is_skill_name(ref):
@@ -59,39 +72,27 @@ def check_ref(ctx: Context, ref: str, args: dict[str, Any] | None, *, arg: str =
     except SkillNotFound as exc:
         hint = f" (did you mean {', '.join(exc.suggestions)}?)" if exc.suggestions else ""
         raise ArgsInvalid(taker, arg, f"no skill named {ref!r}{hint}") from None
-    caller = ctx.parent
-    if caller is not None and caller.internals.get("untrusted"):
-        if "meta-internal" in skill.tags or skill.kind == "callback":
-            raise ToolNotAllowed(caller.skill.name, taker, f"{arg} {ref!r} is an internal skill (a provider or an "
-                                 "executor), which agent code may not pass")
-        if skill.hidden and not _names_exactly(caller.skill.allowed_tools, ctx.skill, arg, ref):
-            raise ToolNotAllowed(caller.skill.name, taker, f"{arg} {ref!r} is hidden: agent code may pass it only "
-                                 f"when its allowed-tools name it exactly ({ref} or {taker}({arg}={ref}))")
-    if args is not None:
-        _validate_for(taker, skill, args, "args")
+    authority = Authority.of(ctx)
+    if authority is not None:  # as the pipeline does: who may call it, then the args
+        try:
+            check_call_as(authority, skill, args, cm.catalog.skills)
+        except ToolNotAllowed as exc:
+            where = f"{args_at}.{exc.path}" if exc.path else arg
+            raise ToolNotAllowed(exc.caller, exc.callee, exc.reason, spec=exc.spec, path=where) from None
+    if validate:
+        _validate_for(taker, skill, args, args_at, partial=partial)
     return skill
-
-
-def created_by(ctx: Context) -> str | None:
-    """Who is calling the ref-taking skill in ``ctx``, for the records: ``agent code of
-    NAME``, a skill's name, or None (Python or the command line)."""
-    caller = ctx.parent
-    if caller is None:
-        return None
-    if caller.internals.get("untrusted"):
-        scope = caller.nonlocals.get("agent") or {}
-        return f"agent code of {scope.get('skill_name') or caller.skill.name}"
-    return caller.skill.name
 
 
 def registered_skill(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
     """The skill a ``skill-register`` definition describes, checked (docs/scheduling.md):
 
     * ``{"ref", "args"?, ...}``: an existing skill with fixed args. Its params are the
-      ref's without the fixed ones; the caller must be allowed to call the ref with them.
+      ref's without the fixed ones; the caller must be allowed to call the ref with them,
+      and every call of it runs under the caller's authority.
     * ``{"body", "description", ...}``: a prompt skill. Its allowed-tools are at most
-      the caller's when agent code registers it, and ``model`` may only set the keys
-      agent code may set for a sub-agent.
+      the caller's, and ``model`` may only set the keys agent code may set for a
+      sub-agent.
     """
     taker = ctx.skill.name
     if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
@@ -109,17 +110,6 @@ def registered_skill(ctx: Context, name: str, definition: dict[str, Any]) -> Ski
 
 
 # -- internals -----------------------------------------------------------------------
-
-
-def _names_exactly(allowed: str | None, taker: Skill, arg: str, name: str) -> bool:
-    """Whether ``allowed`` names skill ``name`` exactly: as a spec of its own, or as the
-    exact value of ``arg`` in a spec of the ref-taking skill ``taker``."""
-    for spec in parse_specs(allowed or ""):
-        if spec.exact and spec.glob == name:
-            return True
-        if spec.matches_name(taker) and (arg, name) in spec.constraints:
-            return True
-    return False
 
 
 def _validate_for(taker: str, skill: Skill, args: dict[str, Any], where: str, *, partial: bool = False) -> None:
@@ -141,10 +131,9 @@ def _alias(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
         if key in definition:
             raise ArgsInvalid(taker, f"definition.{key}", f"a definition with 'ref' takes the ref's {key}; "
                               "give only ref, args, description and tags")
-    target = check_ref(ctx, ref, None, arg="definition.ref")
-    _validate_for(taker, target, fixed, "definition.args", partial=True)
-    if ctx.parent is not None:  # it can be called at once: it may do no more than its registrant
-        check_call(ctx.parent.skill, target, fixed)
+    target = check_ref(ctx, ref, fixed, arg="definition.ref", args_at="definition.args", partial=True)
+    authority = Authority.of(ctx)
+    cm = ctx.manager.context_manager
     params = copy.deepcopy(target.params)
     if params is not None and fixed:
         props = params.get("properties") or {}
@@ -154,7 +143,7 @@ def _alias(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
     async def main(actx: Any, args: dict[str, Any]) -> Any:
         for key in args.keys() & fixed.keys():
             raise ArgsInvalid(name, key, f"is fixed by this registered skill (to {fixed[key]!r})")
-        return await actx.manager.invoke(ref, {**args, **fixed})
+        return await invoke_as(cm, authority, ref, {**args, **fixed}, parent=actx)
 
     metadata: dict[str, Any] = {"tags": list(definition.get("tags") or ())}
     if target.returns is not None:
@@ -173,17 +162,19 @@ def _alias(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
 
 def _prompt(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
     taker = ctx.skill.name
-    caller = ctx.parent
     if not definition.get("description"):
         raise ArgsInvalid(taker, "definition.description", "a prompt skill needs a description (what it is for)")
     allowed = definition.get("allowed-tools")
-    if caller is not None and caller.internals.get("untrusted"):
-        own = caller.skill.allowed_tools
+    authority = Authority.of(ctx)
+    if authority is not None:  # no more than the caller that registers it may call
+        own = authority.allowed_tools
         if "allowed-tools" not in definition:
-            allowed = own  # no more than the code that registers it may call
-        elif allowed != own and not any(spec.glob == "*" for spec in parse_specs(own or "")):
-            raise ToolNotAllowed(caller.skill.name, taker, "agent code may register a prompt skill only with its "
-                                 f"own allowed-tools ({own!r}), unless its allowed-tools has a bare *")
+            allowed = own
+        elif not narrows(allowed, own, ctx.manager.context_manager.catalog.skills):
+            raise ToolNotAllowed(
+                authority.stand_in().name, taker, f"{authority.by} may register a prompt skill only with its own "
+                f"allowed-tools ({own!r}) or a part of them", path="definition.allowed-tools"
+            )
     model = dict(definition.get("model") or {})
     refused = sorted(set(model) - UNTRUSTED_CONFIG_KEYS)
     if refused:
@@ -204,7 +195,7 @@ def _prompt(ctx: Context, name: str, definition: dict[str, Any]) -> Skill:
     if allowed is not None:
         frontmatter["allowed-tools"] = allowed
     try:
-        skill = Skill.from_frontmatter(
+        skill = skill_from_frontmatter(
             frontmatter, default_name=name, kind="prompt", origin="registered", body=definition["body"]
         )
         check_schemas(skill)

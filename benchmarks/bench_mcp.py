@@ -3,7 +3,7 @@
     python benchmarks/bench_mcp.py [--requests 200] [--rounds 5]
 
 Both servers offer an ``echo`` tool and are served in this process over streamable
-HTTP on loopback: ours with ``agent_apps.mcp.server.serving_http`` (every call goes
+HTTP on loopback: ours with ``agent_apps.mcp.serving_http`` (every call goes
 through the pipeline: args validation, middleware, the permission check), the SDK's
 ``MCPServer`` with uvicorn as ``MCPServer.run("streamable-http")`` serves it. One
 ``mcp.Client`` per server and protocol makes sequential ``tools/call`` requests, the
@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from agent_apps import ContextManager
-from agent_apps.mcp.server import serving_http
+from agent_apps.mcp import serving_http
 
 ECHO = """
 frontmatter = {

@@ -43,8 +43,8 @@ frontmatter = {
 async def main(ctx, args):
     from pathlib import Path
 
-    from agent_apps.agent.guidance import agent_scope
     from agent_apps.agent.workspace import MEMORY_FILES
+    from agent_apps.context import agent_scope
     from agent_apps.errors import ArgsInvalid
 
     scope = agent_scope(ctx)

@@ -1,14 +1,20 @@
 """Schedule a skill: stored in the state store, run by ``agent-apps scheduler``.
 
 The ref and its args are checked now (docs/scheduling.md): a bare name of a skill that
-exists, args valid against its params, exactly one of every / cron / at. Which refs
-agent code may schedule is up to allowed-tools constraints: ``schedule-create(ref=my-*)``.
+exists, args valid against its params, a call its maker could make directly, exactly one
+of every / cron / at (every at least 1 s when agent code makes it). The maker's authority
+is stored with it, and each run runs under it. Which refs may be scheduled at all can be
+narrowed by allowed-tools constraints: ``schedule-create(ref=my-*)``.
 """
 
 import time
 
-from agent_apps.ref_args import check_ref, created_by
+from agent_apps.authority import Authority
+from agent_apps.ref_args import check_ref
 from agent_apps.scheduling.timing import When
+
+#: The shortest ``every`` of a schedule made by agent code, in seconds.
+AGENT_CODE_EVERY = 1.0
 
 frontmatter = {
     "name": "schedule-create",
@@ -46,6 +52,8 @@ frontmatter = {
         "category": "admin",
         "visibility": "hidden",
         "tags": ["schedule"],
+        # the ref it stores and its args: a maker that schedules this skill has them checked too
+        "refs": {"ref": "args"},
         "returns": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id", "next"]},
     },
 }
@@ -53,7 +61,9 @@ frontmatter = {
 
 async def main(ctx, args):
     now = time.time()
-    when = When.parse(args, now=now, skill=ctx.skill.name)
+    authority = Authority.of(ctx)
+    least = AGENT_CODE_EVERY if authority is not None and authority.untrusted else 0.0
+    when = When.parse(args, now=now, skill=ctx.skill.name, least=least)
     check_ref(ctx, args["ref"], args["args"])
     store = ctx.manager.context_manager.state
     info = await store.call(
@@ -63,7 +73,8 @@ async def main(ctx, args):
         when=when,
         catch_up=args["catch_up"],
         name=args.get("name"),
-        created_by=created_by(ctx),
+        created_by=authority.by if authority is not None else None,
+        authority=authority,
         now=now,
     )
     return info.to_json()

@@ -37,6 +37,8 @@ frontmatter = {
         "category": "write",
         "visibility": "hidden",
         "tags": ["skills"],
+        # the ref an alias calls and its fixed args: checked for whoever stores a call of this skill
+        "refs": {"definition.ref": "definition.args"},
         "returns": {"type": "object", "required": ["name"]},
     },
 }

@@ -190,7 +190,7 @@ def _run(*argv, cwd, **kw):
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kw)
 
 
-HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray")
+HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool")
 
 
 def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, write_skill):
@@ -223,11 +223,17 @@ def test_import_agent_apps_loads_nothing_of_the_kernel(tmp_path):
 
 def test_every_public_name_resolves():
     import agent_apps
+    import agent_apps.mcp
+    import agent_apps.sandbox
+    import agent_apps.testing
     import agent_apps.tools
 
-    for package in (agent_apps, agent_apps.tools):
+    for package in (agent_apps, agent_apps.mcp, agent_apps.sandbox, agent_apps.testing, agent_apps.tools):
         for name in package.__all__:
             assert getattr(package, name) is not None, name
+        assert set(package.__all__) <= set(dir(package)), package.__name__
+        with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+            package.no_such_name  # noqa: B018
 
 
 def test_list_imports_no_event_loop_no_validator_no_entry_points(tmp_path, skills_path, write_skill):

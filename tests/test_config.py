@@ -213,7 +213,7 @@ def test_unknown_keys_in_pyproject_user_and_directory_files(tmp_path, monkeypatc
 
 
 def test_every_key_the_docs_and_providers_use_is_valid(tmp_path, monkeypatch):
-    from agent_apps.mcp.plugin import MOUNTED_ENV
+    from agent_apps.mcp.client import MOUNTED_ENV
 
     monkeypatch.setenv(MOUNTED_ENV, "1")  # check the keys without starting the servers
     project_config(

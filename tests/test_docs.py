@@ -47,7 +47,7 @@ import yaml
 
 from agent_apps import ContextManager
 from agent_apps.loading import load_file
-from agent_apps.mcp.plugin import MOUNTED_ENV
+from agent_apps.mcp.client import MOUNTED_ENV
 from agent_apps.tools.cli_tools import load_tools_file
 from agent_apps.validation import check_schemas
 

@@ -79,15 +79,16 @@ class Assembled:
 
 async def assemble(run: AgentRun, visible: Visible) -> Assembled:
     """Every layer of ``run``'s system prompt, composed."""
-    options = run.config.get("context") or {}
-    workspace = str(run.workspace) if run.workspace is not None else None
-    serving = run.serving
+    settings = run.settings
+    options = settings.config.get("context") or {}
+    workspace = str(settings.workspace) if settings.workspace is not None else None
+    serving = settings.serving
     registry = prompt_layers(
-        run.prompt,
+        settings.prompt,
         visible,
-        returns=run.returns,
+        returns=settings.returns,
         memory_keys=list(run.memory_seed),
-        skill_dir=run.skill_dir,
+        skill_dir=settings.skill_dir,
         serving=(serving.skill, serving.args) if serving is not None else None,
         rules=options.get("rules"),
         sensitive_data=options.get("sensitive_data"),
@@ -95,12 +96,12 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
     )
     warnings: list[str] = []
     memory: list[dict[str, Any]] = []
-    if run.workspace is not None:
-        files = read_whole_files(run.workspace, max_chars=int(options.get("file_chars", FILE_CHARS)))
+    if settings.workspace is not None:
+        files = read_whole_files(settings.workspace, max_chars=int(options.get("file_chars", FILE_CHARS)))
         warnings += files.warnings
         for whole in files.files:
             registry.add(whole.name, whole.text, priority=whole.priority)
-        if run.workspace.is_dir():
+        if settings.workspace.is_dir():
             memory = await _retrieve(run, options, warnings)
             searchable = any(s.name == DEFAULT_RETRIEVER for s in visible.tools)
             registry.add("memory", memory_section(memory, searchable=searchable), priority=MEMORY, stable=False)
@@ -136,7 +137,7 @@ async def _retrieve(run: AgentRun, options: dict[str, Any], warnings: list[str])
     retriever = options.get("retriever") or DEFAULT_RETRIEVER
     if k <= 0:
         return []
-    call = {"query": run.user_message, "k": k, "workspace": str(run.workspace)}
+    call = {"query": run.settings.user_message, "k": k, "workspace": str(run.settings.workspace)}
     try:
         hits = await run.ctx.manager.invoke(retriever, call)
     except AgentAppsError as exc:

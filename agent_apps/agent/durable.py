@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..authority import DELEGATION, Authority, Delegation, invoke_as
 from ..errors import ReplayDiverged
 
 if TYPE_CHECKING:
@@ -414,8 +415,9 @@ def failure(exc: BaseException) -> dict[str, Any]:
 
 def invocation_of(root: Context) -> dict[str, Any]:
     """How to invoke a run's root again: its skill (by name, or file), args, call
-    config and session, and where skills were found. ``skill`` is None when it cannot
-    be invoked again (an anonymous skill, a callback), with ``why``."""
+    config and session, and where skills were found; for deferred work (a scheduled
+    run), the skill it runs and the ``authority`` it runs under. ``skill`` is None when
+    it cannot be invoked again (an anonymous skill, a callback), with ``why``."""
     cm = root.manager.context_manager
     skill = root.skill
     data: dict[str, Any] = {
@@ -426,7 +428,11 @@ def invocation_of(root: Context) -> dict[str, Any]:
         "path": [str(r.path) for r in cm.roots() if r.origin == "path"],
         "cwd": str(cm.cwd),
     }
-    if skill.kind in ("anonymous", "callback"):
+    delegation = root.internals.get(DELEGATION)
+    if isinstance(delegation, Delegation):
+        authority = delegation.authority.to_json()
+        data.update(name=delegation.ref, skill=delegation.ref, args=delegation.args, authority=authority)
+    elif skill.kind in ("anonymous", "callback"):
         data.update(skill=None, why=f"its root invocation ran an {skill.kind} skill, which cannot be invoked again")
     elif cm.catalog.skills.get(skill.name) is skill:
         data["skill"] = skill.name
@@ -456,22 +462,30 @@ def _short(value: Any, limit: int = 200) -> str:
 
 async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
     """Take a run up again (``cm.resume``): invoke its root as it was invoked the first
-    time, in the same run, with its journal to replay."""
+    time, in the same run, with its journal to replay. Deferred work runs under its
+    maker's authority again; a run imported from a file is checked again and runs
+    unattended (:func:`~agent_apps.state.run_snapshot.check_imported`)."""
     from ..run_record import RunRecord
+    from ..state.run_snapshot import check_imported
+    from ..tools import approval
 
     store = cm.state
     run, point = await store.call(store.journal.claim, run_id)
-    entries = await store.call(store.journal.entries, run.id)
-    journal = RunJournal(store, run.id, checkpoint=point, entries=entries)
-    invocation = point.invocation
-    internals = {**(options.pop("internals", None) or {}), _ROOT_KEY: journal}
-    for key in ("config", "session"):
-        if invocation.get(key) and key not in options:
-            options[key] = invocation[key]
     try:
-        return await cm.invoke(
-            invocation["skill"], invocation.get("args"), run=RunRecord(run.id), internals=internals, **options
-        )
+        entries = await store.call(store.journal.entries, run.id)
+        journal = RunJournal(store, run.id, checkpoint=point, entries=entries)
+        invocation = point.invocation
+        internals = {**(options.pop("internals", None) or {}), _ROOT_KEY: journal}
+        for key in ("config", "session"):
+            if invocation.get(key) and key not in options:
+                options[key] = invocation[key]
+        authority = Authority.from_json(invocation.get("authority"))
+        run_options = {"run": RunRecord(run.id), "internals": internals, **options}
+        if not invocation.get("imported"):
+            return await invoke_as(cm, authority, invocation["skill"], invocation.get("args"), **run_options)
+        check_imported(invocation, cm.catalog.skills, source=f"run {run.id} (imported)", stored=True)
+        with approval.session(mode="unattended"):
+            return await cm.invoke(invocation["skill"], invocation.get("args"), **run_options)
     finally:  # a root that failed before any agent settled the run's status
         await store.call(store.journal.release, run.id)
 

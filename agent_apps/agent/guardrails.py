@@ -87,7 +87,7 @@ class Guardrails:
                     "'reason': str, 'severity': low|medium|high|critical}",
                     skill=skill.name,
                 )
-            run.guardrail_decision(skill.name, self.kind, target.args["turn"], decision)
+            run.reporter.guardrail_decision(skill.name, self.kind, target.args["turn"], decision)
             if not decision["pass"] and decision.get("tripwire"):
                 reason = decision.get("reason") or f"guardrail {skill.name!r} tripped"
                 raise GuardrailTripped(skill.name, reason, kind=self.kind, severity=decision.get("severity"))

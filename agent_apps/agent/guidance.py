@@ -18,26 +18,18 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..context import agent_scope
 from .prompt import cap
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..skill import Skill
 
-__all__ = ["MAX_FILES", "agent_scope", "folder_files", "loaded_section", "note_loaded", "remember", "render"]
+__all__ = ["MAX_FILES", "folder_files", "loaded_section", "note_loaded", "remember", "render"]
 
 #: Files listed per folder at most.
 MAX_FILES = 200
 _SKIPPED = {".git", "__pycache__", ".venv", "node_modules", ".DS_Store"}
-
-
-def agent_scope(ctx: Context) -> dict[str, Any] | None:
-    """The scope of the agent whose code made the call ``ctx`` (None for any other caller)."""
-    caller = ctx.parent
-    if caller is None or not caller.internals.get("untrusted"):
-        return None
-    scope = caller.nonlocals.get("agent")
-    return scope if isinstance(scope, dict) else None
 
 
 def folder_files(folder: str) -> list[str]:

@@ -42,11 +42,22 @@ middleware's own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
+from ..errors import AgentAppsError
 from ..state.messages import TOOL_CALLS_SCHEMA, ToolCall
 
-__all__ = ["RESPONSE_SCHEMA", "ModelCalls", "ModelInterceptor", "ModelResponse"]
+if TYPE_CHECKING:
+    from ..skill import Skill
+
+__all__ = [
+    "RESPONSE_SCHEMA",
+    "ModelCalls",
+    "ModelInterceptor",
+    "ModelResponse",
+    "declares_model_calls",
+    "require_model_calls",
+]
 
 
 class ModelResponse(TypedDict, total=False):
@@ -132,3 +143,20 @@ class ModelCalls:
             if answer and "response" in answer:
                 event["response"] = answer["response"]
         return {"response": event["response"]} if event.get("response") is not original else {}
+
+
+def declares_model_calls(provider: Skill) -> bool:
+    """Whether the provider skill reports its model calls (``metadata.provider.model_calls``)."""
+    declared = provider.metadata.get("provider")
+    return isinstance(declared, dict) and bool(declared.get("model_calls"))
+
+
+def require_model_calls(provider: Skill) -> None:
+    """A feature that sits around model calls needs a provider that reports them."""
+    if not declares_model_calls(provider):
+        raise AgentAppsError(
+            f"provider {provider.name!r} does not report its model calls (metadata.provider.model_calls), which "
+            "this run needs (a resumed durable run, model-level middleware or guardrails); use a provider that "
+            "does, such as agent-strands or agent-scripted",
+            skill=provider.name,
+        )

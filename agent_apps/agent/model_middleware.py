@@ -70,7 +70,7 @@ def model_call_context(run: AgentRun, event: dict[str, Any]) -> Context:
     args = {
         "messages": list(event.get("messages") or ()),
         "system": str(event.get("system") or ""),
-        "turn": int(event.get("turn") or run.turn),
+        "turn": int(event.get("turn") or run.state.turn),
         "attempt": int(event.get("attempt") or 1),
     }
     return Context(run.cm, MODEL_CALL, args, run.ctx)
@@ -141,7 +141,8 @@ class ModelMiddleware:
         if problem is not None or not isinstance(response, dict):
             where = f" at {problem[0]}: {problem[1]}" if problem else ""
             raise AgentAppsError(
-                f"{self.run.name}: a model-level middleware returned something that is not a model response{where}",
-                skill=self.run.name,
+                f"{self.run.settings.name}: a model-level middleware returned something that is not a model "
+                f"response{where}",
+                skill=self.run.settings.name,
             )
         return response

@@ -178,17 +178,21 @@ def _size(n: int) -> str:
 
 def _shared_state(cm: ContextManager) -> str | None:
     """The state store every worker opens, when this manager's was chosen explicitly
-    (``state=``, ``AGENT_APPS_STATE``, ``state.path``); None: one store per worker."""
-    from ..state import StateStore, state_path
+    (``state=``, ``AGENT_APPS_STATE``, ``state.path``): a PostgreSQL URL as it is (its
+    password included: the workers connect with it), a file as an absolute path; None:
+    one store per worker."""
+    from ..state import StateStore, is_postgres_url, state_path
 
     chosen = cm._state
     if isinstance(chosen, StateStore):
-        chosen = chosen.path
+        chosen = chosen.db.location
     if chosen is None:
         found = state_path(cm.cascade, cm.home)
         chosen = found if found != str(cm.home / "state.db") else None
     if chosen is None or str(chosen) == ":memory:":
         return None if chosen is None else ":memory:"
+    if is_postgres_url(str(chosen)):
+        return str(chosen)
     return str(Path(chosen).expanduser().resolve())
 
 

@@ -43,14 +43,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
-from ..skill import Skill
+from ..skill import Skill, as_skill_name, mounted_tool_name
+from .schemas import WRAPPED
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MCPServerError", "ServerConnection", "UnsetVariable", "close_servers", "mcp_skills", "skill_name"]
+__all__ = ["MOUNTED_ENV", "MCPServerError", "ServerConnection", "UnsetVariable", "close_servers", "mcp_skills"]
 
 
+#: Set in the environment of the stdio servers we start: an agent-apps started that way
+#: mounts no servers itself, or a config mounting `agent-apps mcp` would loop forever.
+MOUNTED_ENV = "AGENT_APPS_MCP_MOUNTED"
 DEFAULT_STARTUP_TIMEOUT = 30.0
 #: A server's stderr log is rotated (to ``.log.1``) past this size.
 LOG_LIMIT = 1 << 20
@@ -58,16 +62,6 @@ LOG_LIMIT = 1 << 20
 
 class MCPServerError(SkillFailed):
     """A mounted MCP server could not be reached, or its tool reported an error."""
-
-
-def skill_name(server: str, tool: str) -> str:
-    """``SERVER-TOOL`` normalized to ``[a-z0-9-]+``."""
-    return _norm(f"{_norm(server)}-{_norm(tool)}")
-
-
-def _norm(text: str) -> str:
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", text)  # camelCase -> camel-case
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "tool"
 
 
 # -- the background runtime ---------------------------------------------------------------
@@ -130,7 +124,7 @@ class ServerConnection:
         self.name = name
         self.spec = dict(spec)
         #: Where a stdio server's stderr goes (``AGENT_APPS_DEBUG=1``: the terminal).
-        self.log_path: Path | None = log_dir / f"mcp-{_norm(name)}.log" if log_dir is not None else None
+        self.log_path: Path | None = log_dir / f"mcp-{as_skill_name(name)}.log" if log_dir is not None else None
         self.startup_timeout = float(spec.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
         timeout = spec.get("timeout")
         self.call_timeout: float | None = float(timeout) if timeout else None
@@ -379,8 +373,6 @@ class _transport:
 
         # Marked, so that an agent-apps started here does not mount servers in turn:
         # a config that mounts `agent-apps mcp` would otherwise start copies forever.
-        from .plugin import MOUNTED_ENV
-
         env = {**{k: str(v) for k, v in (spec.get("env") or {}).items()}, MOUNTED_ENV: "1"}
         params = StdioServerParameters(
             command=str(spec["command"]),
@@ -412,8 +404,6 @@ def _result(result: Any, skill: str, server: str, tool: str) -> Any:
         message = "\n".join(texts) or "the tool reported an error"
         raise MCPServerError(skill, f"{message} (tool {tool!r} of MCP server {server!r})")
     if result.structured_content is not None:
-        from .server import WRAPPED
-
         if (result.meta or {}).get(WRAPPED) and set(result.structured_content) == {"result"}:
             return result.structured_content["result"]  # an agent-apps server wrapped a non-object
         return result.structured_content
@@ -497,7 +487,7 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
             except MCPServerError as exc:
                 del registry[name]
                 # skill: the names its tools would have had, so that invoking one says why it is missing
-                yield SkillLoadError(exc.reason, path=where(name), skill=f"{_norm(name)}-*")
+                yield SkillLoadError(exc.reason, path=where(name), skill=f"{as_skill_name(name)}-*")
                 continue
         taken: dict[str, str] = {}
         for tool in conn.tools or ():
@@ -507,7 +497,7 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
 def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str, str]) -> Skill:
     """The skill of one tool. Two tools whose names normalize alike (``read_file``,
     ``readFile``) never collapse into one skill: the later one gets a numbered name."""
-    name = base = skill_name(conn.name, tool.name)
+    name = base = mounted_tool_name(conn.name, tool.name)
     number = 1
     while name in taken:
         number += 1
@@ -516,8 +506,6 @@ def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str,
     params = dict(tool.input_schema or {"type": "object", "properties": {}})
     metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name, "config": config}}
     if tool.output_schema:
-        from .server import WRAPPED
-
         schema = dict(tool.output_schema)
         # an agent-apps server wraps non-object results; the skill returns them unwrapped
         metadata["returns"] = schema["properties"]["result"] if schema.get(WRAPPED) else schema

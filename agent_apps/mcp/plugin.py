@@ -15,10 +15,6 @@ from ..plugins import hookimpl
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-#: Set in the environment of the stdio servers we start: an agent-apps started that way
-#: mounts no servers itself, or a config mounting `agent-apps mcp` would loop forever.
-MOUNTED_ENV = "AGENT_APPS_MCP_MOUNTED"
-
 
 @hookimpl
 def agent_apps_skills(manager: ContextManager) -> Iterable[Any]:
@@ -29,8 +25,10 @@ def agent_apps_skills(manager: ContextManager) -> Iterable[Any]:
     except AgentAppsError:  # a broken config file is reported by whoever reads it next
         return []
     servers = resolved.values.get("mcp_servers")
-    if not servers or os.environ.get(MOUNTED_ENV):
+    if not servers:
         return []
-    from .client import mcp_skills
+    from .client import MOUNTED_ENV, mcp_skills
 
+    if os.environ.get(MOUNTED_ENV):  # started by an agent-apps that mounts servers
+        return []
     return list(mcp_skills(manager, servers, resolved.sources))

@@ -11,39 +11,22 @@ Importing this package is cheap: wasmtime is imported on first use of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from ._limits import RunResult, SandboxLimits
 from ._refs import is_bare_name
 
 if TYPE_CHECKING:
+    from ._build import build, cache_dir
     from ._host import Sandbox
     from ._pool import SandboxPool
 
 __all__ = ["RunResult", "Sandbox", "SandboxLimits", "SandboxPool", "build", "cache_dir", "is_bare_name"]
 
+#: Where the names that need wasmtime live: imported on first access (_lazy.py).
+#: ``build`` builds and compiles the component ahead of time and returns the cached
+#: path; ``cache_dir`` is the directory holding it.
+_LAZY = {"build": "_build", "cache_dir": "_build", "Sandbox": "_host", "SandboxPool": "_pool"}
 
-def build(force: bool = False, *, quiet: bool = False):
-    """Build and compile the sandbox component ahead of time; returns the cached path."""
-    from ._build import build as _build
-
-    return _build(force=force, quiet=quiet)
-
-
-def cache_dir():
-    """The directory holding the compiled component."""
-    from ._build import cache_dir as _cache_dir
-
-    return _cache_dir()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Sandbox":
-        from ._host import Sandbox
-
-        return Sandbox
-    if name == "SandboxPool":
-        from ._pool import SandboxPool
-
-        return SandboxPool
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

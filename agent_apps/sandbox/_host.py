@@ -28,7 +28,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ._core import CallHost, Core, Trapped
+from ._calls import CallHost
+from ._core import Core, Trapped
 from ._limits import RunResult, SandboxLimits
 
 
@@ -42,8 +43,8 @@ class Sandbox:
         self._core = core
         self._lock = asyncio.Lock()
         self._memory_cache: tuple[str, Any] | None = None
-        core.call_host = call_host
-        core.caller_name = caller_name
+        core.calls.call_host = call_host
+        core.calls.caller_name = caller_name
         core.target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
         self.limits = limits or SandboxLimits()
         core.limits = self.limits
@@ -106,12 +107,12 @@ class Sandbox:
             core = self._core
             if core.closed:
                 raise RuntimeError("the sandbox is closed")
-            core.context = contextvars.copy_context()
+            core.calls.context = contextvars.copy_context()
             t0 = time.perf_counter()
             try:
                 outcome = await core.run(code, float(timeout or self.limits.timeout), clock_json, batch)
             finally:
-                core.cancel_calls()
+                core.calls.cancel_all()
             duration = time.perf_counter() - t0
             if batch is None or not isinstance(outcome, dict):
                 return [_result(outcome, duration)] * count

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ._core import CallHost, Core
+from ._calls import CallHost
+from ._core import Core
 from ._host import Sandbox, new_core
 from ._limits import SandboxLimits
 

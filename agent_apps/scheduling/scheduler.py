@@ -8,8 +8,11 @@
 Each pass (:meth:`Scheduler.tick`) claims what is due in one write transaction of the
 store (:meth:`~agent_apps.state.schedules.Schedules.claim`), so any number of schedulers
 can share one store and a due time still runs once. Each claimed due time becomes one run:
-the skill invoked as a top-level call, unattended (the permission policy's unattended
-defaults apply), recorded in ``runs`` under the run id made with the claim. A run that
+the skill invoked under the authority of whoever made the schedule (as the child of an
+invocation standing in for its maker, :func:`~agent_apps.authority.invoke_as`; a schedule
+made from Python or the command line is a top-level call), unattended (the permission
+policy's unattended defaults apply), recorded in ``runs`` under the run id made with the
+claim. A run that
 fails (the skill is gone, its args no longer fit, it raised) is logged and recorded, and
 the scheduler goes on. Between passes it sleeps until the next due time, ``poll`` seconds
 at most, so schedules made by other processes are seen within ``poll``.
@@ -27,6 +30,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..authority import invoke_as
 from ..errors import AgentAppsError, Cancelled, SkillNotFound
 from ..run_record import RunRecord
 from .timing import iso
@@ -164,7 +168,7 @@ class Scheduler:
         or removed in another process since the last pass)."""
         store = self.store
         subscriptions = await store.call(store.subscriptions.list)
-        self.cm.events.sync_persisted((s.id, s.topic, s.ref) for s in subscriptions)
+        self.cm.events.sync_persisted((s.id, s.topic, s.ref, s.authority) for s in subscriptions)
 
     # -- internals -------------------------------------------------------------------
 
@@ -210,7 +214,7 @@ class Scheduler:
         status, error = "done", None
         try:
             with approval.session(mode="unattended"):
-                await self.cm.invoke(info.ref, info.args, run=RunRecord(claim.run_id))
+                await invoke_as(self.cm, info.authority, info.ref, info.args, run=RunRecord(claim.run_id))
         except asyncio.CancelledError:
             status, error = "cancelled", "the scheduler stopped"
             raise

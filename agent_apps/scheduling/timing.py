@@ -25,10 +25,14 @@ from typing import Any
 
 from ..errors import AgentAppsError, ArgsInvalid
 
-__all__ = ["CATCH_UP", "CRON_ALIASES", "When", "iso"]
+__all__ = ["CATCH_UP", "CRON_ALIASES", "LATEST", "MAX_EVERY", "When", "iso"]
 
 #: What happens to due times missed while no scheduler ran (docs/scheduling.md).
 CATCH_UP = ("none", "one", "all")
+#: The longest ``every``: a hundred years, in seconds.
+MAX_EVERY = 100 * 366 * 86400.0
+#: No due time is later than this (9999-12-30 UTC): every time zone can still show it.
+LATEST = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
 CRON_ALIASES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
 _CRON_FIELDS = "minute hour day-of-month month day-of-week"
 
@@ -43,9 +47,9 @@ class When:
     at: float | None = None
 
     @classmethod
-    def parse(cls, args: dict[str, Any], *, now: float, skill: str) -> When:
+    def parse(cls, args: dict[str, Any], *, now: float, skill: str, least: float = 0.0) -> When:
         """The schedule of ``schedule-create``'s args, checked; ``skill`` names the caller
-        in errors."""
+        in errors, ``least`` is the shortest ``every`` allowed (0: any above 0)."""
         given = [key for key in ("every", "cron", "at") if args.get(key) is not None]
         if len(given) != 1:
             what = ", ".join(given) if given else "none of them"
@@ -56,6 +60,12 @@ class When:
             every = args["every"]
             if isinstance(every, bool) or not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
                 raise ArgsInvalid(skill, "every", f"must be a number of seconds greater than 0, not {every!r}")
+            if every < least:
+                raise ArgsInvalid(skill, "every", f"schedules made by agent code run at most once every {least:g} s: "
+                                  f"every must be at least {least:g}, not {every!r}")
+            if every > MAX_EVERY:
+                raise ArgsInvalid(skill, "every", f"must be at most {MAX_EVERY:.0f} seconds (a hundred years), "
+                                  f"not {every!r}")
             return cls(every=float(every))
         if given == ["cron"]:
             when = cls(cron=_check_cron(args["cron"], skill), tz=_check_tz(args.get("tz"), skill))
@@ -67,22 +77,22 @@ class When:
         at = _parse_at(args["at"], skill)
         if at <= now:
             raise ArgsInvalid(skill, "at", f"{args['at']!r} is in the past (it is now {iso(now)})")
+        if at > LATEST:
+            raise ArgsInvalid(skill, "at", f"{args['at']!r} is after {iso(LATEST)}, the latest due time there is")
         return cls(at=at)
 
-    def first(self, now: float) -> float:
-        """The first due time of a schedule created at ``now``."""
+    def first(self, now: float) -> float | None:
+        """The first due time of a schedule created at ``now`` (None: there is none)."""
         if self.at is not None:
-            return self.at
-        if self.every is not None:
-            return now + self.every
-        due = self.after(now)
-        assert due is not None
-        return due
+            return self.at if self.at <= LATEST else None
+        return self.after(now)
 
     def after(self, t: float) -> float | None:
-        """The first due time strictly after due time ``t`` (None: there is none)."""
+        """The first due time strictly after due time ``t`` (None: there is none, or it
+        would be after :data:`LATEST`)."""
         if self.every is not None:
-            return t + self.every
+            due = t + self.every
+            return due if due <= LATEST else None
         if self.cron is None:
             return None
         try:
@@ -150,10 +160,14 @@ class When:
 
 
 def iso(t: float | None) -> str | None:
-    """A due time as ISO 8601 in local time with its offset (None stays None)."""
+    """A due time as ISO 8601 in local time with its offset (None stays None; a time no
+    calendar can show, which only a schedule stored from Python can have, is its number)."""
     if t is None:
         return None
-    return datetime.fromtimestamp(t, _zone(None)).isoformat(timespec="seconds")
+    try:
+        return datetime.fromtimestamp(t, _zone(None)).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return repr(t)
 
 
 # -- internals -----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The state store: sessions, runs, the journals of durable runs, schedules and the memory
-index, in one embedded SQLite database that needs no server.
+index, in one embedded SQLite database that needs no server, or in a PostgreSQL database
+shared by every process on every machine that opens it (``postgresql://...``).
 
 ::
 
@@ -10,9 +11,10 @@ index, in one embedded SQLite database that needs no server.
     store.schedules.list()                     # what agent-apps scheduler runs
     store.memory.search(["ws/MEMORY.md"], "units")  # the chunks that match best (BM25)
 
-Where it lives: ``ContextManager(state=":memory:" | path)``, else ``AGENT_APPS_STATE``,
-else the config key ``state.path`` (a relative path is relative to the config file that
-sets it), else ``<agent-apps home>/state.db``. See ``docs/sessions.md``.
+Where it lives: ``ContextManager(state=":memory:" | path | url)``, else
+``AGENT_APPS_STATE``, else the config key ``state.path`` (a relative path is relative to
+the config file that sets it), else ``<agent-apps home>/state.db``. See
+``docs/sessions.md`` and ``docs/state.md``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._db import MEMORY, Database
+from ._db import MEMORY, Database, is_postgres_url
+from ._sqlite import SQLiteDatabase
 from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
 from .journal import Checkpoint, Journal
 from .memory import Hit, MemoryIndex
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from ..config import Cascade
 
 __all__ = [
+    "open_database",
     "open_store",
     "MEMORY",
     "AgentInfo",
@@ -57,6 +61,7 @@ __all__ = [
     "StateStore",
     "SubscriptionInfo",
     "estimate_tokens",
+    "is_postgres_url",
     "session_id_problem",
     "state_path",
 ]
@@ -66,10 +71,12 @@ STATE_ENV = "AGENT_APPS_STATE"
 
 
 class StateStore:
-    """One state store: typed APIs per concept over one lazily opened database."""
+    """One state store: typed APIs per concept over one lazily opened database, an
+    SQLite file (a path, or ``:memory:``) or a PostgreSQL database (a ``postgresql://``
+    URL)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.db = Database(path)
+        self.db = open_database(path)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db)
         self.schedules = Schedules(self.db)
@@ -79,6 +86,7 @@ class StateStore:
 
     @property
     def path(self) -> str:
+        """The store's file, or its URL with the password hidden (what messages show)."""
         return self.db.path
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -92,9 +100,21 @@ class StateStore:
         return f"<StateStore {self.path}>"
 
 
+def open_database(location: str | os.PathLike[str]) -> Database:
+    """The database at ``location``: a ``postgresql://`` (or ``postgres://``) URL, else an
+    SQLite file (or ``:memory:``). Nothing is opened yet."""
+    text = os.fspath(location)
+    if is_postgres_url(text):
+        from ._postgres import PostgresDatabase  # psycopg: only for such a URL
+
+        return PostgresDatabase(text)
+    return SQLiteDatabase(text)
+
+
 def state_path(cascade: Cascade | None, home: Path) -> str:
     """Where the state store is: ``AGENT_APPS_STATE``, else ``state.path`` from the user
-    or project config (relative to that file's folder), else ``home/state.db``."""
+    or project config (a relative path is relative to that file's folder; a URL is taken
+    as it is), else ``home/state.db``."""
     env = os.environ.get(STATE_ENV)
     if env:
         return env
@@ -103,7 +123,7 @@ def state_path(cascade: Cascade | None, home: Path) -> str:
             section = layer.data.get("state")
             value = section.get("path") if isinstance(section, dict) else None
             if isinstance(value, str) and value:
-                if value == MEMORY:
+                if value == MEMORY or is_postgres_url(value):
                     return value
                 path = Path(value).expanduser()
                 if not path.is_absolute() and layer.source != "defaults":

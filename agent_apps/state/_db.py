@@ -1,256 +1,199 @@
-"""The one place that opens the state store's SQLite database.
+"""The state store's database: one interface, two backends.
 
-* **Lazily**: constructing a :class:`Database` touches no file; the first read or write
-  opens it, creates it when missing and applies pending migrations.
-* **WAL** journal, ``synchronous=NORMAL``: readers never wait for the writer, a commit
-  costs no fsync, and a killed process (``kill -9``) loses at most the transaction it
-  was in; a committed one survives and the file is never left corrupt.
-* **Short write transactions** taken with ``BEGIN IMMEDIATE``, so a writer waits for
-  the lock (up to :data:`BUSY_TIMEOUT`) instead of failing on a lock upgrade; several
-  processes can share the file.
-* **Off the event loop**: async code goes through :meth:`Database.call`, which runs the
-  work on one thread of the store's own. A database kept busy by another process then
-  stalls that thread, never the loop (measured by ``benchmarks/bench_sessions.py``).
-* A database of a **newer schema**, another program's SQLite file or a **corrupt** file
-  raises :class:`StateError` naming the file; nothing is reset or overwritten.
+The concept modules (sessions, runs, journal, schedules, ...) hold a :class:`Database`
+and use three calls: :meth:`Database.read` and :meth:`Database.write` give a
+:class:`Connection` for one transaction, on which they run SQL written once for both
+backends (``?`` placeholders, standard upserts, ``RETURNING``); :meth:`Database.call`
+runs store work off the event loop. The backends:
+
+* ``_sqlite`` (the default): one embedded SQLite file, no server.
+* ``_postgres``: a PostgreSQL server named by a ``postgresql://`` URL (extra
+  ``postgres``), shared by every process on every machine that opens it.
+
+What SQL must still say per backend is in its :class:`Dialect`: row locks (an SQLite
+write transaction locks the whole file, so a read that decides a write needs nothing
+more; PostgreSQL locks rows, so such a read says ``FOR UPDATE``) and full-text search
+(FTS5 ranked by BM25; a tsvector ranked by ``ts_rank``).
+
+Constructing a database touches nothing: the first :meth:`~Database.read` or
+:meth:`~Database.write` opens it, creates it when missing and applies pending
+migrations (:mod:`.schema`). A store of a newer schema, or one that is not agent-apps',
+raises :class:`~agent_apps.state.StateError` naming the store; nothing is changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
-import sqlite3
+import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from .errors import StateError
-from .schema import APPLICATION_ID, MIGRATIONS
-
-__all__ = ["BUSY_TIMEOUT", "MEMORY", "Database"]
+__all__ = ["MEMORY", "Connection", "Cursor", "Database", "Dialect", "is_postgres_url", "redact"]
 
 T = TypeVar("T")
 
-#: Seconds a write waits for another process's transaction before giving up.
-BUSY_TIMEOUT = 10.0
 #: The path of a private in-memory store (tests, throwaway managers).
 MEMORY = ":memory:"
 
+_URL = re.compile(r"postgres(?:ql)?://", re.I)
+_SECRET_IN_NETLOC = re.compile(r"^(postgres(?:ql)?://[^:@/?#]*:)[^@/?#]*@", re.I)
+_SECRET_IN_QUERY = re.compile(r"([?&]password=)[^&#]*", re.I)
 
-class Database:
-    """A lazily opened SQLite connection, shared by the threads of one process under a
-    lock (SQLite serializes writers anyway; one connection keeps the cost per call low)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = MEMORY if str(path) == MEMORY else str(Path(path).expanduser())
-        self._conn: sqlite3.Connection | None = None
+def is_postgres_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` names a PostgreSQL store (``postgresql://`` or ``postgres://``)."""
+    return isinstance(location, str) and _URL.match(location) is not None
+
+
+def redact(location: str) -> str:
+    """``location`` as it may be printed: a URL's password shown as ``***``."""
+    return _SECRET_IN_QUERY.sub(r"\1***", _SECRET_IN_NETLOC.sub(r"\1***@", location))
+
+
+class Cursor(Protocol):
+    """What a statement returns (an ``sqlite3.Cursor``, a psycopg cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """One transaction's connection: ``?`` placeholders, rows as tuples."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The SQL that differs between the backends (see the module docstring)."""
+
+    name: str
+    #: Appended to a SELECT (after any LIMIT) whose rows the write transaction goes on to
+    #: change, so that a concurrent writer waits for it instead of deciding on old values.
+    for_update: str
+    #: Appended likewise to take rows no other transaction holds, skipping held ones: how
+    #: several schedulers share due schedules without waiting for each other.
+    skip_locked: str
+    #: A full-text query of one term (``{}``), and what joins terms into "any of them".
+    fts_term: str
+    fts_any: str
+    #: How many chunks match the query (one parameter: the query).
+    fts_count: str
+    #: The best chunks (rowid, text, heading, line, score: higher is better) among the
+    #: rowid ranges ``{ranges}``; parameters: the query, the range bounds, how many.
+    fts_search: str
+    #: Run after rows were written with their ids (``state copy``), so that the ids the
+    #: database makes for new rows come after them ("": it does so by itself).
+    sync_ids: str
+
+    def fts_query(self, terms: Iterable[str]) -> str:
+        """A query matching any of ``terms`` (words: letters, digits and ``_``)."""
+        return self.fts_any.join(self.fts_term.format(term) for term in terms)
+
+
+class Database(ABC):
+    """A store's database, opened on first use (see the module docstring).
+
+    ``path`` names the store where it is shown (a URL's password hidden); ``location``
+    is what opens it again (for a worker elsewhere: it may hold the password).
+    """
+
+    dialect: ClassVar[Dialect]
+
+    def __init__(self, path: str, location: str) -> None:
+        self.path = path
+        self.location = location
+        #: Threads that run store work for :meth:`call`.
+        self.workers = 1
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
-        self._on_open: list[Callable[[sqlite3.Connection], None]] = []
+        self._on_open: list[Callable[[Connection], None]] = []
+        #: The process that opened the connections and threads (a forked child makes its own).
+        self._pid = os.getpid()
 
-    # -- access ------------------------------------------------------------------------
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Connection]:
+        """A connection for reads: every statement in the block sees one snapshot."""
 
-    @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for reads: every statement in the block sees one snapshot."""
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    if conn.in_transaction:
-                        conn.rollback()
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    @abstractmethod
+    def write(self) -> AbstractContextManager[Connection]:
         """One write transaction: committed when the block ends, rolled back if it raises."""
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.rollback()
-                    raise
-                conn.commit()
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise self._error(exc) from exc
+
+    @property
+    @abstractmethod
+    def opened(self) -> bool:
+        """Whether the database was opened (and not closed since)."""
+
+    @abstractmethod
+    def _disconnect(self) -> None:
+        """Close the connections (reopened on next use); called under the lock."""
+
+    @abstractmethod
+    def _forget(self) -> None:
+        """Drop the connections without closing them: they are the parent process's."""
+
+    def forked(self) -> None:
+        """In a process forked from the one that opened the database, forget its
+        connections and threads (they belong to the parent, and the threads did not
+        survive the fork): the next call opens the child's own."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._executor = None
+                    self._forget()
+                    self._pid = os.getpid()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` (which uses :meth:`read` / :meth:`write`) on the
-        store's thread. A cancelled caller does not cancel a write already queued."""
-        if self._executor is None:
+        """Run ``fn(*args, **kwargs)`` (which uses :meth:`read` / :meth:`write`) on one
+        of the store's threads. A cancelled caller does not cancel a write already queued."""
+        if self._executor is None or self._pid != os.getpid():
             with self._lock:
+                self.forked()
                 if self._executor is None:
-                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="agent-apps-state")
+                    self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="agent-apps-state")
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
         return await asyncio.shield(future)
 
     def close(self) -> None:
-        """Close the connection and stop the store's thread (reopened on next use)."""
+        """Close the database and stop the store's threads (reopened on next use)."""
         with self._lock:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._disconnect()
 
-    @property
-    def opened(self) -> bool:
-        return self._conn is not None
-
-    def on_open(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+    def on_open(self, fn: Callable[[Connection], None]) -> None:
         """Call ``fn(conn)`` once the database is open and migrated (now, if it is):
         how a ContextManager subscribes the persisted event subscriptions. A callback
         that fails is logged; the store opens all the same."""
         with self._lock:
             self._on_open.append(fn)
-            if self._conn is not None:
-                _opened(fn, self._conn)
+            if self.opened:
+                with self.read() as conn:
+                    opened(fn, conn)
 
-    # -- opening -----------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = self._open()
-        return conn
-
-    def _open(self) -> sqlite3.Connection:
-        if self.path != MEMORY:
-            try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StateError(f"cannot create its folder: {exc.strerror}", path=self.path) from None
-        try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StateError(f"cannot open it: {exc}", path=self.path) from None
-        try:
-            self._check(conn)
-            if self.path != MEMORY:
-                _wal(conn)
-                conn.execute("PRAGMA journal_size_limit = 16777216")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            # deleted content (retention, rm) is overwritten, not left in free pages
-            conn.execute("PRAGMA secure_delete = ON")
-            self._migrate(conn)
-            for fn in self._on_open:
-                _opened(fn, conn)
-        except StateError:
-            conn.close()
-            raise
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._error(exc) from None
-        return conn
-
-    def _check(self, conn: sqlite3.Connection) -> None:
-        """Refuse what is not ours, or newer than us, before writing anything."""
-        # one read transaction: the three reads see one state of the file, not a
-        # migration another process commits between them
-        conn.execute("BEGIN")
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]  # raises on a non-database
-            app = conn.execute("PRAGMA application_id").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        finally:
-            conn.execute("COMMIT")
-        if version > len(MIGRATIONS):
-            raise StateError(
-                f"it was written by a newer agent-apps (schema version {version}; this version knows up to "
-                f"{len(MIGRATIONS)}): upgrade agent-apps, or point AGENT_APPS_STATE or state.path at another file",
-                path=self.path,
-            )
-        if (version and app != APPLICATION_ID) or (not version and tables):
-            raise StateError(
-                "it is an SQLite database of another program, not an agent-apps state store "
-                "(nothing was changed); point AGENT_APPS_STATE or state.path at another file",
-                path=self.path,
-            )
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # read again under the write lock: another process may have just migrated
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                for statement in _statements(MIGRATIONS[number - 1]):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number}")
-            conn.commit()
-        except BaseException:
-            if conn.in_transaction:
-                conn.rollback()
-            raise
-
-    def _error(self, exc: sqlite3.Error) -> StateError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return StateError(
-                f"another process kept it locked for more than {BUSY_TIMEOUT:g} s ({text})", path=self.path
-            )
-        if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
-            return StateError(
-                f"the file is damaged or not a database ({text}); nothing was changed: move it away to start "
-                "a new store, or restore a backup",
-                path=self.path,
-            )
-        return StateError(f"{type(exc).__name__}: {text}", path=self.path)
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
 
 
-def _opened(fn: Callable[[sqlite3.Connection], None], conn: sqlite3.Connection) -> None:
+def opened(fn: Callable[[Connection], None], conn: Connection) -> None:
+    """Call one :meth:`Database.on_open` callback; a failure is logged, not raised."""
     try:
         fn(conn)
     except Exception:
-        import logging
-
         logging.getLogger("agent_apps.state").warning("a callback on opening the state store failed", exc_info=True)
-
-
-def _statements(script: str) -> Iterator[str]:
-    """The complete SQL statements of a script (``executescript`` would commit)."""
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
-            continue
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            yield buffer.strip()
-            buffer = ""
-    if buffer.strip():
-        yield buffer.strip()
-
-
-def _wal(conn: sqlite3.Connection) -> None:
-    """Switch to WAL. On a new file several processes may do this at once, and SQLite
-    answers "locked" at once, without the busy timeout: wait and try again."""
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    pause = 0.005
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)

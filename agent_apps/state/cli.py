@@ -1,9 +1,11 @@
-"""``agent-apps sessions ...`` and ``agent-apps runs ...`` (imported only for them).
+"""``agent-apps sessions ...``, ``agent-apps runs ...`` and ``agent-apps state copy``
+(imported only for them).
 
 The store is found as everywhere else (``AGENT_APPS_STATE``, ``state.path`` in the user
 or project config, ``~/.agent-apps/state.db``); no skill is loaded. Errors are the
 store's typed errors: the main command line prints them in one line, exit status 2 for
-an unknown session or run, a bad export file or an id that exists already.
+an unknown session or run, a bad export file, an id that exists already, or a copy
+into a store that is not empty.
 """
 
 from __future__ import annotations
@@ -73,6 +75,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="where its skills are, to compare its tools"
     )
     p.set_defaults(run=runs_import)
+
+    state = groups.add_parser("state", help="the state store as a whole", parents=[common])
+    sub = state.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "copy", parents=[common], help="copy every session, run, journal, schedule and index entry into another store"
+    )
+    p.add_argument("source", metavar="FROM", help="a store: an SQLite file, or a postgresql:// URL")
+    p.add_argument("target", metavar="TO", help="an empty store (made when missing): a file, or a postgresql:// URL")
+    p.add_argument("--replace", action="store_true", help="delete what TO holds first (it must be empty otherwise)")
+    p.set_defaults(run=state_copy)
     return parser.parse_args(argv)
 
 
@@ -274,14 +286,14 @@ def runs_export(args: argparse.Namespace) -> int:
 
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
+    from ..manager import ContextManager
     from .run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
-    run = import_run(store, text, source=source)
-    from ..manager import ContextManager
-
-    for warning in tool_changes(json.loads(text), ContextManager(search_path=args.path, state=store)):
+    cm = ContextManager(search_path=args.path, state=store)
+    run = import_run(store, text, source=source, skills=cm.catalog.skills)
+    for warning in tool_changes(json.loads(text), cm):
         print(f"warning: {warning}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
     hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
@@ -293,3 +305,21 @@ def _resumable(point: Any, status: str, process_gone: bool) -> bool:
     from .journal import FINISHED
 
     return point is not None and status not in FINISHED and (status != "running" or process_gone)
+
+
+# -- the store as a whole ----------------------------------------------------------------
+
+
+def state_copy(args: argparse.Namespace) -> int:
+    """Copy FROM into TO; print how many rows of each kind."""
+    from . import StateStore
+    from .copy import copy_store, describe
+
+    source, target = StateStore(args.source), StateStore(args.target)
+    try:
+        copied = copy_store(source, target, replace=args.replace)
+    finally:
+        source.close()
+        target.close()
+    print(f"copied {describe(copied)} from {source.path} to {target.path}")
+    return 0

@@ -152,7 +152,7 @@ class Journal:
         if action not in DECISIONS:
             raise ValueError(f"a decision is one of {', '.join(DECISIONS)}, not {action!r}")
         with self.db.write() as conn:
-            run = find_run(conn, run_id)
+            run = find_run(conn, run_id, lock=self.db.dialect.for_update)
             point = _checkpoint(conn, run.id)
             if run.status != "waiting-approval" or point is None or point.pending is None:
                 raise NotResumable("run", run.id, f"is not waiting for approval (status {run.status})")
@@ -169,8 +169,8 @@ class Journal:
         be running in a live process, and a call waiting for approval must be decided.
         The run is marked running in this process; its agents still marked running
         (their process is gone) become ``interrupted``."""
-        with self.db.write() as conn:
-            run = find_run(conn, run_id)
+        with self.db.write() as conn:  # the run's row locked: on any machine, one resume takes it
+            run = find_run(conn, run_id, lock=self.db.dialect.for_update)
             point = _checkpoint(conn, run.id)
             if point is None:
                 raise NotResumable(

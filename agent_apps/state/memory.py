@@ -2,7 +2,9 @@
 
 ``store.memory.search([".../MEMORY.md", ".../AGENTS.md"], "what units does she use?")``
 returns the chunks that best match the message, ranked by BM25 (SQLite FTS5, Porter
-stemming), so a memory of ten thousand entries costs a turn about what ten do.
+stemming) or, on PostgreSQL, by ``ts_rank`` over an English ``tsvector`` (its own
+full-text search: no extension needed), so a memory of ten thousand entries costs a
+turn about what ten do.
 
 * **Chunks** follow the Markdown: each paragraph and each list item (with what is
   indented under it) is one chunk, under the heading it sits below (``## Auto-captured
@@ -11,7 +13,7 @@ stemming), so a memory of ten thousand entries costs a turn about what ten do.
   indexed; a changed file is read again and, when its content changed (SHA-256),
   re-indexed in one transaction. A file that is gone loses its chunks.
 * **Queries** are the message's words (minus common English words), any of which may
-  match: no FTS5 syntax from the message reaches the engine. The rarest words are kept
+  match: no query syntax from the message reaches the engine. The rarest words are kept
   until together they match :data:`MAX_POSTINGS` chunks; the more common rest is left
   out: BM25 would weigh them least (a word in half the chunks says little about which
   one fits), and ranking every chunk that has them is what costs time. The rarest word
@@ -33,9 +35,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from .._markdown import strip_markdown
 
 if TYPE_CHECKING:
-    import sqlite3
-
-    from ._db import Database
+    from ._db import Connection, Database, Dialect
 
 __all__ = ["MAX_CHUNK", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "query_terms"]
 
@@ -161,18 +161,12 @@ def query_terms(message: str) -> list[str]:
     return terms
 
 
-def _any_of(terms: Sequence[str]) -> str:
-    """An FTS5 query matching any of ``terms`` (each quoted: a phrase of its tokens)."""
-    return " OR ".join(f'"{term}"' for term in terms)
-
-
-def _selective(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+def _selective(conn: Connection, dialect: Dialect, terms: list[str]) -> list[str]:
     """The terms worth ranking by (see the module docstring), rarest first."""
     (total,) = conn.execute("SELECT coalesce(sum(chunks), 0) FROM memory_files").fetchone()
     counted = []
     for term in terms:
-        query = "SELECT count(*) FROM memory_chunks WHERE memory_chunks MATCH ?"
-        (count,) = conn.execute(query, (_any_of([term]),)).fetchone()
+        (count,) = conn.execute(dialect.fts_count, (dialect.fts_query([term]),)).fetchone()
         if count:
             counted.append((count, term))
     counted.sort()
@@ -187,7 +181,7 @@ def _selective(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
 
 
 class MemoryIndex:
-    """``store.memory``: the chunks of workspace files, searched by BM25."""
+    """``store.memory``: the chunks of workspace files, searched by full-text rank."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -205,18 +199,17 @@ class MemoryIndex:
             return []
         where = " OR ".join("rowid >= ? AND rowid < ?" for _ in ranges)
         bounds = [bound for _, low, high in ranges for bound in (low, high)]
+        dialect = self.db.dialect
         with self.db.read() as conn:
-            terms = _selective(conn, terms)
+            terms = _selective(conn, dialect, terms)
             if not terms:
                 return []
             rows = conn.execute(
-                "SELECT rowid, text, heading, line, bm25(memory_chunks, 1.0, 0.3) AS score FROM memory_chunks "
-                f"WHERE memory_chunks MATCH ? AND ({where}) ORDER BY score LIMIT ?",
-                (_any_of(terms), *bounds, k),
+                dialect.fts_search.format(ranges=where), (dialect.fts_query(terms), *bounds, k)
             ).fetchall()
         names = {low >> _FILE_SHIFT: path for path, low, _ in ranges}
         return [
-            Hit(text=text, file=names[rowid >> _FILE_SHIFT], line=int(line), heading=heading, score=round(-score, 4))
+            Hit(text=text, file=names[rowid >> _FILE_SHIFT], line=int(line), heading=heading, score=round(score, 4))
             for rowid, text, heading, line, score in rows
         ]
 
@@ -262,24 +255,17 @@ class MemoryIndex:
         return [{"path": p, "size": s, "chunks": c, "indexed_at": t} for p, s, c, t in rows]
 
     @staticmethod
-    def _index(conn: sqlite3.Connection, key: str, stat: os.stat_result, digest: str, chunks: list[Chunk]) -> int:
-        row = conn.execute("SELECT id FROM memory_files WHERE path = ?", (key,)).fetchone()
-        values = (stat.st_size, stat.st_mtime_ns, digest, len(chunks), time.time())
-        if row is None:
-            ident = int(
-                conn.execute(
-                    "INSERT INTO memory_files (path, size, mtime_ns, digest, chunks, indexed_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                    (key, *values),
-                ).fetchone()[0]
-            )
-        else:
-            ident = int(row[0])
-            _drop(conn, ident)
-            conn.execute(
-                "UPDATE memory_files SET size = ?, mtime_ns = ?, digest = ?, chunks = ?, indexed_at = ? WHERE id = ?",
-                (*values, ident),
-            )
+    def _index(conn: Connection, key: str, stat: os.stat_result, digest: str, chunks: list[Chunk]) -> int:
+        # one statement makes the row or takes it over (locked: another process indexing
+        # the same file at once waits, then replaces these chunks with its own)
+        (ident,) = conn.execute(
+            "INSERT INTO memory_files (path, size, mtime_ns, digest, chunks, indexed_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+            "digest = excluded.digest, chunks = excluded.chunks, indexed_at = excluded.indexed_at RETURNING id",
+            (key, stat.st_size, stat.st_mtime_ns, digest, len(chunks), time.time()),
+        ).fetchone()
+        ident = int(ident)
+        _drop(conn, ident)
         base = ident << _FILE_SHIFT
         conn.executemany(
             "INSERT INTO memory_chunks (rowid, text, heading, line) VALUES (?, ?, ?, ?)",
@@ -288,7 +274,7 @@ class MemoryIndex:
         return ident
 
 
-def _drop(conn: sqlite3.Connection, ident: int) -> None:
+def _drop(conn: Connection, ident: int) -> None:
     conn.execute(
         "DELETE FROM memory_chunks WHERE rowid >= ? AND rowid < ?",
         (ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT),

@@ -15,6 +15,15 @@ machine can be approved and resumed on another:
 Import checks the whole file before writing anything (naming the line and field of the
 first problem) and refuses a run id the store has already. A run that was running when
 exported comes back ``interrupted`` (its process is elsewhere): ``resume`` takes it up.
+
+The file is untrusted data (CONTRACT section 13, docs/durability.md): it says how to
+invoke the run's root again, and nothing more. Its root is a bare skill name, resolved
+on the importing user's search path, with args agent code could pass it
+(:func:`check_imported`); search-path entries, a working folder, an authority, call
+config beyond the model keys agent code may set, and a decision on the pending call are
+refused (the importing user decides with ``approve``). The imported run is marked so:
+``resume`` checks its root again and runs it unattended. An export leaves out what only
+made sense where the run ran (search path, working folder, authority, decision).
 """
 
 from __future__ import annotations
@@ -22,19 +31,38 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as
+from ..errors import ToolNotAllowed
+from ..skill import Skill, is_skill_name
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
 from .runs import find_run
+from .sessions import session_id_problem
 from .snapshot import _line, _parse, check_export
 
 if TYPE_CHECKING:
     from . import StateStore
 
-__all__ = ["FORMAT", "VERSION", "export_run", "import_run", "tool_changes"]
+__all__ = ["FORMAT", "IMPORTED", "IMPORTED_KEYS", "VERSION", "check_imported", "export_run", "import_run",
+           "tool_changes"]  # fmt: skip
 
 FORMAT = "agent-apps/run"
 VERSION = 1
+
+#: What an imported run's invocation may hold: how to invoke its root again.
+IMPORTED_KEYS = frozenset({"skill", "name", "args", "config", "session", "why"})
+#: The authority an imported run's root is checked under: agent code's, with every
+#: visible skill (no hidden or internal one, no wider sub-agent, no endpoint).
+IMPORTED = Authority(None, True, "a run imported from a file")
+#: Why an invocation key is refused on import (what it would take from the file).
+_REFUSED = {
+    "path": "search-path entries (its skills are found on this machine's search path: agent-apps resume --path DIR)",
+    "cwd": "a working folder (it resumes in the working folder of agent-apps resume)",
+    "authority": "an authority (whoever made it, the file cannot say what it may do here)",
+    "imported": "an import mark",
+}
 
 _OBJECT_OR_NULL = {"type": ["object", "null"]}
 SNAPSHOT_SCHEMA: dict[str, Any] = {
@@ -120,7 +148,7 @@ def export_run(store: StateStore, run_id: str) -> dict[str, Any]:
         "version": VERSION,
         "run": info,
         "agents": [{k: v for k, v in a.to_json().items()} for a in agents],
-        "checkpoint": point.to_json() if point is not None else None,
+        "checkpoint": _portable(point.to_json()) if point is not None else None,
         "pending_calls": [point.pending] if point is not None and point.pending else [],
         "journal": [e.to_json() for e in entries],
         "agents_state": _agents_state(entries),
@@ -133,9 +161,12 @@ def export_run(store: StateStore, run_id: str) -> dict[str, Any]:
     }
 
 
-def import_run(store: StateStore, snapshot: Any, *, source: str = "<snapshot>") -> dict[str, Any]:
+def import_run(
+    store: StateStore, snapshot: Any, *, source: str = "<snapshot>", skills: Mapping[str, Skill] | None = None
+) -> dict[str, Any]:
     """Check ``snapshot`` (parsed, or its JSON text for line numbers) and write the run;
-    returns its ``run`` part as written."""
+    returns its ``run`` part as written. ``skills`` (a catalog, by name) checks the
+    root's args against the skill they are for, when it is there."""
     text = snapshot if isinstance(snapshot, str) else None
     data = _parse(text, source) if text is not None else snapshot
     _check(data, text, source)
@@ -144,6 +175,9 @@ def import_run(store: StateStore, snapshot: Any, *, source: str = "<snapshot>") 
         run["status"] = "interrupted"  # its process is elsewhere (or gone): resume takes it up
     usage = run.get("usage") or {}
     point = data.get("checkpoint")
+    if point is not None:
+        check_imported(point["invocation"], skills, source=source, text=text)
+        point = {**point, "invocation": {**point["invocation"], "imported": {"from": source, "at": time.time()}}}
     with store.db.write() as conn:
         try:
             find_run(conn, run["id"])
@@ -151,12 +185,14 @@ def import_run(store: StateStore, snapshot: Any, *, source: str = "<snapshot>") 
             pass
         else:
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
-        conn.execute(
+        made = conn.execute(
             "INSERT INTO runs (id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, "
-            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?) ON CONFLICT (id) DO NOTHING",
             (run["id"], run.get("session_id"), run["name"], run["status"], run["started_at"], run.get("ended_at"),
              int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
-        )  # fmt: skip
+        ).rowcount  # fmt: skip
+        if not made:  # imported by another process meanwhile
+            raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
         conn.executemany(
             "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, "
             "report, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -192,6 +228,65 @@ def tool_changes(snapshot: dict[str, Any], cm: Any) -> list[str]:
     return warnings
 
 
+def check_imported(
+    invocation: Mapping[str, Any],
+    skills: Mapping[str, Skill] | None,
+    *,
+    source: str = "<snapshot>",
+    text: str | None = None,
+    stored: bool = False,
+) -> None:
+    """Raise :class:`SnapshotInvalid` (naming the field, and its line in ``text``) unless
+    ``invocation``, an imported run's root, is one its file may ask for: only
+    :data:`IMPORTED_KEYS`; a bare skill name; call config of model keys agent code may
+    set; a valid session id; and, when ``skills`` has the skill, args that agent code
+    with every visible skill could call it with (:data:`IMPORTED`). ``stored``: it is
+    checked again as the store has it, with the mark the import gave it."""
+
+    def refuse(field: str, problem: str) -> NoReturn:
+        path = ["checkpoint", "invocation", *field.split(".")]
+        raise SnapshotInvalid(problem, source=source, line=_line(text, path), field=".".join(path))
+
+    for key in invocation:
+        if key not in IMPORTED_KEYS and not (stored and key == "imported"):
+            refuse(key, "an imported run may not bring " + _REFUSED.get(key, "this") + " from the file")
+    skill = invocation.get("skill")
+    if skill is not None and not is_skill_name(skill):
+        refuse("skill", f"{str(skill)[:80]!r} is not a bare skill name ([a-z0-9-]+): an imported run's root is a "
+               "skill of this machine's search path, never file://, inline://, a callback ref or a path")
+    config = invocation.get("config") or {}
+    if not isinstance(config, dict):
+        refuse("config", "must be an object")
+    for key, value in config.items():
+        if key != "model" or not isinstance(value, dict):
+            refuse(f"config.{key}", "an imported run may set only model config (the rest is this machine's)")
+        for name in sorted(set(value) - UNTRUSTED_CONFIG_KEYS):
+            refuse(f"config.model.{name}", "an imported run may set only model."
+                   + ", model.".join(sorted(UNTRUSTED_CONFIG_KEYS)))
+    session = invocation.get("session")
+    problem = session_id_problem(session) if session is not None else None
+    if problem:
+        refuse("session", problem)
+    args = invocation.get("args")
+    if args is not None and not isinstance(args, dict):
+        refuse("args", "must be an object")
+    target = skills.get(skill) if skills is not None and skill is not None else None
+    if skills is not None and target is not None:
+        try:
+            check_call_as(IMPORTED, target, args, skills)
+        except ToolNotAllowed as exc:
+            refuse(f"args.{exc.path}" if exc.path else "skill", f"{exc.reason} (an imported run's root gets what "
+                   f"agent code with every visible skill could ask of {target.name})")
+
+
+def _portable(point: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint as an export carries it: its invocation without what only made sense
+    where the run ran (search path, working folder, authority), and no decision (the
+    importing user decides)."""
+    invocation = {k: v for k, v in point["invocation"].items() if k in IMPORTED_KEYS}
+    return {**point, "invocation": invocation, "decision": None}
+
+
 def _agents_state(entries: list[Any]) -> list[dict[str, Any]]:
     states: dict[str, dict[str, Any]] = {}
     for entry in entries:
@@ -215,6 +310,14 @@ def _agents_state(entries: list[Any]) -> list[dict[str, Any]]:
 
 def _check(data: Any, text: str | None, source: str) -> None:
     check_export(data, text, source, format=FORMAT, version=VERSION, schema=SNAPSHOT_SCHEMA, kind="run")
+    point = data.get("checkpoint")
+    if point is not None and point.get("decision") is not None:
+        raise SnapshotInvalid(
+            "an imported run's pending call is decided here (agent-apps approve RUN), not in the file",
+            source=source,
+            line=_line(text, ["checkpoint", "decision"]),
+            field="checkpoint.decision",
+        )
     seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(data["journal"]):
         key = (entry["agent"], entry["key"])

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._db import Database
+from ._db import Connection, Database
 from .errors import NotFound
 
 if TYPE_CHECKING:
@@ -126,10 +126,12 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-def find_run(conn: Any, run_id: str) -> RunInfo:
-    """The run of that id, or of a unique prefix of it, read on ``conn``."""
+def find_run(conn: Connection, run_id: str, *, lock: str = "") -> RunInfo:
+    """The run of that id, or of a unique prefix of it, read on ``conn``; ``lock``: the
+    dialect's ``for_update``, when the transaction goes on to change the run."""
     rows = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (run_id, run_id + "\uffff")
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 2{lock}",
+        (run_id, run_id + "\uffff"),
     ).fetchall()
     exact = [row for row in rows if row[0] == run_id]
     if exact:

@@ -5,9 +5,12 @@ skills over it) and is how schedulers share the work: :meth:`Schedules.claim` ta
 due times that are due, decides what a missed stretch gets (``catch_up``), moves the
 schedule's ``next_at`` past them and records one row per due time it will run, all in
 one write transaction. Two schedulers on one store therefore never run a due time twice:
-whoever takes the write lock first moves ``next_at``, and ``(schedule_id, due_at)`` is
-the key of ``schedule_runs`` besides. Every run is also a row of ``runs`` (``agent-apps
-runs list`` shows it), made with the claim; :meth:`Schedules.finish_run` ends it.
+on SQLite whoever takes the write lock first moves ``next_at``; on PostgreSQL each
+scheduler locks the due schedules it takes (``FOR UPDATE SKIP LOCKED``), so schedulers
+on several machines claim side by side, each due schedule by one of them; and
+``(schedule_id, due_at)`` is the key of ``schedule_runs`` besides. Every run is also a
+row of ``runs`` (``agent-apps runs list`` shows it), made with the claim;
+:meth:`Schedules.finish_run` ends it.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..authority import Authority
 from ..scheduling.timing import CATCH_UP, When, iso
-from ._db import Database
+from ._db import Cursor, Database
 from .errors import AlreadyExists, NotFound
 
 __all__ = ["MAX_CATCH_UP", "Claim", "Claimed", "ScheduleInfo", "Schedules"]
@@ -36,11 +40,11 @@ MAX_CATCH_UP = 100
 _MAX_COUNT = 1_000
 
 _HOST = socket.gethostname()
-_COLUMNS = "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed"
+_COLUMNS = "id, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed, authority"
 #: A schedule with how many due times it ran and its last run, in one statement.
 _WITH_RUNS = (
     "SELECT s.id, s.name, s.ref, s.args, s.every, s.cron, s.tz, s.at, s.catch_up, s.created_at, s.created_by, "
-    "s.next_at, s.missed, (SELECT count(*) FROM schedule_runs WHERE schedule_id = s.id), "
+    "s.next_at, s.missed, s.authority, (SELECT count(*) FROM schedule_runs WHERE schedule_id = s.id), "
     "r.due_at, r.run_id, r.status, r.ended_at, r.error FROM schedules s LEFT JOIN schedule_runs r "
     "ON r.schedule_id = s.id AND r.due_at = (SELECT max(due_at) FROM schedule_runs WHERE schedule_id = s.id)"
 )
@@ -50,7 +54,8 @@ _LAST = ("due_at", "run_id", "status", "ended_at", "error")
 @dataclass(frozen=True)
 class ScheduleInfo:
     """One schedule, with its last run (``last``: due_at, run_id, status, ended_at,
-    error) and how many due times it has run."""
+    error) and how many due times it has run. ``authority``: its maker's, which its
+    runs run under (None: made from Python or the command line)."""
 
     id: str
     name: str | None
@@ -62,6 +67,7 @@ class ScheduleInfo:
     created_by: str | None
     next_at: float | None
     missed: int
+    authority: Authority | None = None
     runs: int = 0
     last: dict[str, Any] | None = None
 
@@ -84,6 +90,7 @@ class ScheduleInfo:
             "catch_up": self.catch_up,
             "created": iso(self.created_at),
             "created_by": self.created_by,
+            "authority": self.authority.to_json() if self.authority is not None else None,
             "next": iso(self.next_at),
             "runs": self.runs,
             "missed": self.missed,
@@ -126,21 +133,24 @@ class Schedules:
         catch_up: str = "one",
         name: str | None = None,
         created_by: str | None = None,
+        authority: Authority | None = None,
         now: float | None = None,
     ) -> ScheduleInfo:
-        """Store a new schedule (checked by the caller: ``schedule-create``)."""
+        """Store a new schedule (checked by the caller: ``schedule-create``); its runs run
+        under ``authority`` (None: the user's, for schedules made from Python)."""
         if catch_up not in CATCH_UP:
             raise ValueError(f"catch_up must be one of {', '.join(CATCH_UP)}")
         now = time.time() if now is None else now
         ident = secrets.token_hex(4)
         with self.db.write() as conn:
-            if name is not None and conn.execute("SELECT 1 FROM schedules WHERE name = ?", (name,)).fetchone():
-                raise AlreadyExists("schedule", name, "schedule-delete removes it; or choose another name")
-            conn.execute(
-                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            made = conn.execute(
+                f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+                "ON CONFLICT (name) DO NOTHING",
                 (ident, name, ref, _dump(args), when.every, when.cron, when.tz, when.at, catch_up, now, created_by,
-                 when.first(now)),
-            )
+                 when.first(now), _dump(authority.to_json()) if authority is not None else None),
+            ).rowcount
+            if not made:
+                raise AlreadyExists("schedule", str(name), "schedule-delete removes it; or choose another name")
         return self.get(ident)
 
     def list(self) -> builtins.list[ScheduleInfo]:
@@ -196,35 +206,44 @@ class Schedules:
         if limit <= 0:
             return out
         with self.db.write() as conn:
+            # the due schedules no other scheduler is claiming right now (on PostgreSQL, where
+            # several claim at once: their rows are locked till they commit); SQLite's write
+            # transaction holds the whole store
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at",
-                (now,),
+                f"SELECT {_COLUMNS} FROM schedules WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at "
+                f"LIMIT ?{self.db.dialect.skip_locked}",
+                (now, limit),
             ).fetchall()
+            # every statement first, their outcomes after: on PostgreSQL they travel together
+            made: builtins.list[tuple[Claim, Cursor]] = []
             for row in rows:
-                if len(out.claims) >= limit:
+                if len(made) >= limit:
                     break
                 info = _info(row)
-                due, skipped, next_at = _plan(info, now, limit - len(out.claims), grace)
+                due, skipped, next_at = _plan(info, now, limit - len(made), grace)
                 for due_at in due:
                     run_id = _run_id()
-                    claimed = conn.execute(
+                    inserted = conn.execute(
                         "INSERT INTO schedule_runs (schedule_id, due_at, run_id, status, claimed_at, pid, host) "
                         "VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING",
                         (info.id, due_at, run_id, now, os.getpid(), _HOST),
-                    ).rowcount
-                    if not claimed:  # cannot happen while next_at only moves forward; never run it twice
-                        continue
+                    )
                     conn.execute(
                         "INSERT INTO runs (id, session_id, name, status, started_at, pid, host) "
                         "VALUES (?, NULL, ?, 'running', ?, ?, ?)",
                         (run_id, info.ref, now, os.getpid(), _HOST),
                     )
-                    out.claims.append(Claim(info, due_at, run_id))
+                    made.append((Claim(info, due_at, run_id), inserted))
                 if skipped:
                     out.skipped.append((info, skipped))
                 conn.execute(
                     "UPDATE schedules SET next_at = ?, missed = missed + ? WHERE id = ?", (next_at, skipped, info.id)
                 )
+            for claim, inserted in made:
+                if inserted.rowcount:
+                    out.claims.append(claim)
+                else:  # cannot happen while next_at only moves forward; never run it twice
+                    conn.execute("DELETE FROM runs WHERE id = ?", (claim.run_id,))
         return out
 
     def finish_run(self, claim: Claim, *, status: str, error: str | None = None, now: float | None = None) -> None:
@@ -248,11 +267,13 @@ class Schedules:
 def _info(row: tuple[Any, ...]) -> ScheduleInfo:
     """A row of ``_COLUMNS``, or of ``_WITH_RUNS`` (then with its runs and last run)."""
     ident, name, ref, args, every, cron, tz, at, catch_up, created_at, created_by, next_at, missed = row[:13]
-    runs = row[13] if len(row) > 13 else 0
-    last = dict(zip(_LAST, row[14:], strict=True)) if len(row) > 13 and row[15] is not None else None
+    authority = Authority.from_json(json.loads(row[13])) if row[13] is not None else None
+    runs = row[14] if len(row) > 14 else 0
+    last = dict(zip(_LAST, row[15:], strict=True)) if len(row) > 14 and row[16] is not None else None
     when = When(every=every, cron=cron, tz=tz, at=at)
     return ScheduleInfo(
-        ident, name, ref, json.loads(args), when, catch_up, created_at, created_by, next_at, missed, runs, last
+        ident, name, ref, json.loads(args), when, catch_up, created_at, created_by, next_at, missed, authority, runs,
+        last,
     )
 
 

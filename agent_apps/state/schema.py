@@ -1,14 +1,27 @@
-"""The state store's schema: an append-only list of migrations.
+"""The state store's schema: an append-only list of migrations, each in the SQL of both
+backends.
 
-``PRAGMA user_version`` holds how many of :data:`MIGRATIONS` a database has had. A new
-feature appends migration N+1 (never edits an earlier one): databases of every earlier
-release then upgrade on open, in one transaction, and a database from a newer release
-is refused with a clear error instead of being misread.
+A store records how many of :data:`MIGRATIONS` it has had (SQLite: ``PRAGMA
+user_version``; PostgreSQL: the table ``schema_version`` of the store's schema). A new
+feature appends migration N+1 (never edits an earlier one), written for both backends:
+stores of every earlier release then upgrade on open, in one transaction, and a store
+from a newer release is refused with a clear error instead of being misread.
+
+The two forms of a migration make the same tables with the same columns, so the
+concept modules' SQL runs on either. Where the types differ, PostgreSQL gets the exact
+ones SQLite's dynamic typing stands for: ``DOUBLE PRECISION`` for times (its ``REAL`` is
+4 bytes), ``BIGINT`` for counts and nanoseconds, text compared byte by byte (``COLLATE
+"C"``, as SQLite does: run-id prefixes and listing order do not depend on the server's
+locale). SQLite's implicit ``rowid``, by which the journal and a run's agents keep the
+order they were written in, is a column of that name on PostgreSQL; the memory index is
+an FTS5 table on SQLite and a table with a generated ``tsvector`` on PostgreSQL.
 """
 
 from __future__ import annotations
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS"]
+from dataclasses import dataclass
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "Migration"]
 
 #: ``PRAGMA application_id`` of an agent-apps state store ("aaps"): another program's
 #: SQLite file is refused instead of being written into.
@@ -176,5 +189,194 @@ CREATE TABLE memory_files (
 CREATE VIRTUAL TABLE memory_chunks USING fts5 (text, heading, line UNINDEXED, tokenize = 'porter unicode61');
 """
 
-#: Migration N (1-based) brings a database from version N-1 to N. Append only.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_T = 'TEXT COLLATE "C"'
+_PG_V1 = f"""
+CREATE TABLE sessions (
+    id {_T} PRIMARY KEY,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    seq BIGINT NOT NULL DEFAULT 0,
+    tokens BIGINT NOT NULL DEFAULT 0,
+    memory {_T},
+    summary {_T},
+    summary_through BIGINT NOT NULL DEFAULT 0,
+    anchor_tokens BIGINT,
+    anchor_seq BIGINT,
+    meta {_T} NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX sessions_updated ON sessions (updated_at);
+
+CREATE TABLE messages (
+    session_id {_T} NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    run_id {_T},
+    created_at DOUBLE PRECISION NOT NULL,
+    role {_T} NOT NULL,
+    tokens BIGINT NOT NULL,
+    body {_T} NOT NULL,
+    stale {_T},
+    PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE runs (
+    id {_T} PRIMARY KEY,
+    session_id {_T},
+    name {_T} NOT NULL,
+    status {_T} NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    pid BIGINT,
+    host {_T},
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_started ON runs (started_at);
+
+CREATE TABLE agents (
+    run_id {_T} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id {_T} NOT NULL,
+    parent_id {_T},
+    depth BIGINT NOT NULL,
+    name {_T} NOT NULL,
+    session_id {_T},
+    status {_T} NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    report {_T},
+    trace {_T},
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (run_id, id)
+);
+CREATE INDEX agents_session ON agents (session_id, started_at) WHERE session_id IS NOT NULL;
+"""
+
+_PG_V2 = f"""
+CREATE TABLE schedules (
+    id {_T} PRIMARY KEY,
+    name {_T} UNIQUE,
+    ref {_T} NOT NULL,
+    args {_T} NOT NULL,
+    every DOUBLE PRECISION,
+    cron {_T},
+    tz {_T},
+    at DOUBLE PRECISION,
+    catch_up {_T} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    created_by {_T},
+    next_at DOUBLE PRECISION,
+    missed BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;
+
+CREATE TABLE schedule_runs (
+    schedule_id {_T} NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+    due_at DOUBLE PRECISION NOT NULL,
+    run_id {_T} NOT NULL,
+    status {_T} NOT NULL,
+    claimed_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    pid BIGINT,
+    host {_T},
+    error {_T},
+    PRIMARY KEY (schedule_id, due_at)
+);
+
+CREATE TABLE subscriptions (
+    id {_T} PRIMARY KEY,
+    topic {_T} NOT NULL,
+    ref {_T} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    created_by {_T}
+);
+"""
+
+_PG_V3 = f"""
+CREATE TABLE journal (
+    run_id {_T} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    agent {_T} NOT NULL,
+    key {_T} NOT NULL,
+    kind {_T} NOT NULL,
+    body {_T} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY,
+    UNIQUE (run_id, agent, key)
+);
+
+CREATE TABLE checkpoints (
+    run_id {_T} PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+    invocation {_T} NOT NULL,
+    pending {_T},
+    decision {_T},
+    attempts BIGINT NOT NULL DEFAULT 1,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+"""
+
+_PG_V4 = f"""
+CREATE TABLE memory_files (
+    id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    path {_T} NOT NULL UNIQUE,
+    size BIGINT NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    digest {_T} NOT NULL,
+    chunks BIGINT NOT NULL,
+    indexed_at DOUBLE PRECISION NOT NULL
+);
+
+-- The text weighs most (A), the heading above it less (B), as BM25's weights on SQLite.
+CREATE TABLE memory_chunks (
+    rowid BIGINT PRIMARY KEY,
+    text {_T} NOT NULL,
+    heading {_T} NOT NULL,
+    line BIGINT NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', text), 'A') || setweight(to_tsvector('english', heading), 'B')
+    ) STORED
+);
+CREATE INDEX memory_chunks_tsv ON memory_chunks USING gin (tsv);
+"""
+
+
+_V5 = """
+-- The authority of whoever made a schedule or a persisted subscription (JSON: the
+-- allowed-tools of the invocation that made it, whether that was agent code, who it was;
+-- NULL: made from Python or the command line). Its runs run under it (docs/security.md).
+ALTER TABLE schedules ADD COLUMN authority TEXT;
+ALTER TABLE subscriptions ADD COLUMN authority TEXT;
+-- Rows made by a skill before this version did not record the maker's allowed-tools:
+-- they may call their own ref and nothing else, as agent code if agent code made them.
+UPDATE schedules SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_object('allowed_tools', ref, 'untrusted',
+    json(CASE WHEN created_by LIKE 'agent code of %' THEN 'true' ELSE 'false' END), 'by', created_by)
+    WHERE created_by IS NOT NULL;
+"""
+
+_PG_V5 = """
+ALTER TABLE schedules ADD COLUMN authority TEXT COLLATE "C";
+ALTER TABLE subscriptions ADD COLUMN authority TEXT COLLATE "C";
+UPDATE schedules SET authority = json_build_object('allowed_tools', ref, 'untrusted',
+    created_by LIKE 'agent code of %', 'by', created_by)::text
+    WHERE created_by IS NOT NULL;
+UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'untrusted',
+    created_by LIKE 'agent code of %', 'by', created_by)::text
+    WHERE created_by IS NOT NULL;
+"""
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema, in each backend's SQL (a script of statements)."""
+
+    sqlite: str
+    postgresql: str
+
+
+#: Migration N (1-based) brings a store from version N-1 to N. Append only.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(_V1, _PG_V1),
+    Migration(_V2, _PG_V2),
+    Migration(_V3, _PG_V3),
+    Migration(_V4, _PG_V4),
+    Migration(_V5, _PG_V5),
+)

@@ -177,8 +177,9 @@ class Sessions:
         with self.db.write() as conn:
             (last,) = conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET seq = seq + excluded.seq, tokens = tokens + excluded.tokens, "
-                "updated_at = excluded.updated_at, memory = coalesce(excluded.memory, memory) RETURNING seq",
+                "ON CONFLICT (id) DO UPDATE SET seq = sessions.seq + excluded.seq, "
+                "tokens = sessions.tokens + excluded.tokens, updated_at = excluded.updated_at, "
+                "memory = coalesce(excluded.memory, sessions.memory) RETURNING seq",
                 (session_id, now, now, len(messages), sum(tokens), saved),
             ).fetchone()
             first = last - len(messages) + 1
@@ -211,8 +212,9 @@ class Sessions:
 
     def update_meta(self, session_id: str, values: dict[str, Any]) -> None:
         """Merge ``values`` into the session's metadata (top-level keys replace)."""
+        lock = self.db.dialect.for_update
         with self.db.write() as conn:
-            row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = conn.execute(f"SELECT meta FROM sessions WHERE id = ?{lock}", (session_id,)).fetchone()
             if row is None:
                 raise NotFound("session", session_id)
             meta = {**json.loads(row[0] or "{}"), **values}
@@ -235,19 +237,20 @@ class Sessions:
     def fork(self, session_id: str, new_id: str) -> SessionInfo:
         """An independent copy of a session (messages, memory, summary) under ``new_id``."""
         now = time.time()
+        lock = self.db.dialect.for_update  # no append to it between copying the row and its messages
         with self.db.write() as conn:
-            row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = conn.execute(f"SELECT meta FROM sessions WHERE id = ?{lock}", (session_id,)).fetchone()
             if row is None:
                 raise NotFound("session", session_id)
-            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (new_id,)).fetchone() is not None:
-                raise AlreadyExists("session", new_id, "choose another id, or remove it first")
             meta = {**json.loads(row[0] or "{}"), "forked_from": session_id}
-            conn.execute(
+            copied = conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory, summary, summary_through, "
                 "anchor_tokens, anchor_seq, meta) SELECT ?, ?, ?, seq, tokens, memory, summary, summary_through, "
-                "anchor_tokens, anchor_seq, ? FROM sessions WHERE id = ?",
+                "anchor_tokens, anchor_seq, ? FROM sessions WHERE id = ? ON CONFLICT (id) DO NOTHING",
                 (new_id, now, now, _dump(meta), session_id),
-            )
+            ).rowcount
+            if not copied:
+                raise AlreadyExists("session", new_id, "choose another id, or remove it first")
             conn.execute(
                 "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
                 "SELECT ?, seq, run_id, created_at, role, tokens, body, stale FROM messages WHERE session_id = ?",

@@ -50,7 +50,11 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 },
             ]
         },
-        "meta": {"type": "object"},
+        "meta": {
+            "type": "object",
+            # guidance the session's agents loaded, named as skills of the search path
+            "properties": {"loaded_skills": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9-]+$"}}},
+        },
         "messages": {
             "type": "array",
             "items": {
@@ -132,11 +136,9 @@ def import_session(db: Database, snapshot: Any, *, as_id: str | None = None, sou
     anchor = data.get("anchor") or {}
     memory = data.get("memory")
     with db.write() as conn:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
-            raise AlreadyExists("session", session_id, "import it under another id with --as NEW, or rm it first")
-        conn.execute(
+        made = conn.execute(
             "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory, summary, summary_through, "
-            "anchor_tokens, anchor_seq, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "anchor_tokens, anchor_seq, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (
                 session_id,
                 data.get("created_at", now),
@@ -150,7 +152,9 @@ def import_session(db: Database, snapshot: Any, *, as_id: str | None = None, sou
                 anchor.get("seq"),
                 json.dumps(data.get("meta") or {}, ensure_ascii=False, separators=(",", ":")),
             ),
-        )
+        ).rowcount
+        if not made:
+            raise AlreadyExists("session", session_id, "import it under another id with --as NEW, or rm it first")
         conn.executemany(
             "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

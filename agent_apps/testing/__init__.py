@@ -9,28 +9,45 @@ is the provider conformance suite (see :mod:`agent_apps.testing.conformance`).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from agent_apps.testing.bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env  # noqa: F401
-    from agent_apps.testing.conformance import Harness, provider_suite  # noqa: F401
-    from agent_apps.testing.llm import FakeAnthropic, FakeOllama, FakeOpenAI, ModelRequest  # noqa: F401
+from .._lazy import lazy_exports
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .bedrock import FakeBedrock, RecordedRequest, Turn, dummy_aws_env
+    from .conformance import Harness, provider_suite
+    from .llm import FakeAnthropic, FakeOllama, FakeOpenAI, ModelRequest
+
+#: Where the fakes and the suite live: imported on first access (_lazy.py).
 _LAZY = {
-    "FakeBedrock": "agent_apps.testing.bedrock",
-    "RecordedRequest": "agent_apps.testing.bedrock",
-    "Turn": "agent_apps.testing.bedrock",
-    "dummy_aws_env": "agent_apps.testing.bedrock",
-    "Harness": "agent_apps.testing.conformance",
-    "provider_suite": "agent_apps.testing.conformance",
-    "FakeAnthropic": "agent_apps.testing.llm",
-    "FakeOpenAI": "agent_apps.testing.llm",
-    "FakeOllama": "agent_apps.testing.llm",
-    "ModelRequest": "agent_apps.testing.llm",
+    "FakeBedrock": "bedrock",
+    "RecordedRequest": "bedrock",
+    "Turn": "bedrock",
+    "dummy_aws_env": "bedrock",
+    "Harness": "conformance",
+    "provider_suite": "conformance",
+    "FakeAnthropic": "llm",
+    "FakeOpenAI": "llm",
+    "FakeOllama": "llm",
+    "ModelRequest": "llm",
 }
 
-__all__ = [*sorted(_LAZY), "default_sigint", "probe_model"]
+__all__ = [
+    "FakeAnthropic",
+    "FakeBedrock",
+    "FakeOllama",
+    "FakeOpenAI",
+    "Harness",
+    "ModelRequest",
+    "RecordedRequest",
+    "Turn",
+    "default_sigint",
+    "dummy_aws_env",
+    "probe_model",
+    "provider_suite",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
 
 # The probe's code: each call in turn; a refusal's message instead of its result.
 _PROBE = """
@@ -74,15 +91,3 @@ def default_sigint() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))

@@ -12,7 +12,9 @@ policy with human approval. See docs/security.md for the model as a whole.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -37,8 +39,8 @@ __all__ = [
     "set_approver",
 ]
 
-#: Where the classes and helpers above live: imported on first access, since every
-#: manager registers :class:`ToolsPlugin` and the approval machinery needs asyncio.
+#: Where the classes and helpers above live: imported on first access (_lazy.py), since
+#: every manager registers :class:`ToolsPlugin` and the approval machinery needs asyncio.
 _LAZY = {
     "ApprovalRequest": "approval",
     "Approver": "approval",
@@ -51,16 +53,7 @@ _LAZY = {
     "security_for": "settings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
 
 
 def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
@@ -82,7 +75,7 @@ def path_policy(ctx: Context, *, reading: bool = False) -> PathPolicy:
 
 def own_skill_folder(ctx: Context) -> str | None:
     """The folder of the skill whose agent's code made the call ``ctx``, if any."""
-    from ..agent.guidance import agent_scope
+    from ..context import agent_scope  # here: context imports asyncio, and every manager imports this package
 
     scope = agent_scope(ctx)
     folder = scope.get("skill_dir") if scope is not None else None
@@ -92,7 +85,7 @@ def own_skill_folder(ctx: Context) -> str | None:
 def readable_folders(ctx: Context) -> tuple[str, ...]:
     """The folders the agent code that made the call ``ctx`` may read beyond the
     allowed paths: its skill's own, and those of the guidance skills it loaded."""
-    from ..agent.guidance import agent_scope
+    from ..context import agent_scope
 
     own = own_skill_folder(ctx)
     scope = agent_scope(ctx) or {}

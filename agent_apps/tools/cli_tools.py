@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._schema import check_pattern
+from .._yaml_depth import MAX_YAML_DEPTH, too_deep
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
+from ..frontmatter import skill_from_frontmatter
 from ..skill import Skill
 from .paths import PathPolicy
 from .settings import security_for
@@ -133,6 +135,9 @@ def load_tools_file(path: Path) -> tuple[list[Skill], list[SkillLoadError]]:
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
+        deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
+        if deep is not None:
+            return [], [SkillLoadError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=where, line=deep)]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except OSError as exc:
@@ -268,7 +273,7 @@ def _tool_skill(entry: object, path: str, prefix: str, lines: dict[str, int]) ->
     }
     line = lines.get(prefix)
     try:
-        return Skill.from_frontmatter(
+        return skill_from_frontmatter(
             frontmatter, default_name=name, path=path, line=line, kind="code", origin=f"tools.yaml:{path}", _main=tool
         )
     except SkillLoadError as exc:

@@ -486,6 +486,8 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     assert [m["role"] for m in state["history"]] == ["user", "assistant", "tool"]
     assert snapshot["agents"][0]["report"]["steps"] and snapshot["metadata"]["agent_apps"]
 
+    invocation = snapshot["checkpoint"]["invocation"]
+    assert "path" not in invocation and "cwd" not in invocation  # where it ran means nothing elsewhere
     # another store, where a tool is gone and another one is new
     export = tmp_path / "run.json"
     export.write_text(json.dumps(snapshot, indent=2))
@@ -493,6 +495,12 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     other_skills.mkdir()
     (other_skills / "tally.skill.py").write_text("frontmatter = {}\nasync def main(ctx, args):\n    return 1\n")
     monkeypatch.setenv("AGENT_APPS_STATE", str(tmp_path / "other.db"))
+    # its call config set a permission policy, which a file may not bring: the import says
+    # so, and the run comes in once it is taken out (it resumes under the config here)
+    assert cli_main(["runs", "import", str(export), "--path", str(other_skills)]) == 2
+    assert "checkpoint.invocation.config.security: an imported run may set only model config" in capsys.readouterr().err
+    del invocation["config"]
+    export.write_text(json.dumps(snapshot, indent=2))
     assert cli_main(["runs", "import", str(export), "--path", str(other_skills)]) == 0
     out = capsys.readouterr()
     assert f"imported run {run_id} (waiting-approval); agent-apps resume {run_id} continues it" in out.out
@@ -503,7 +511,7 @@ async def test_a_run_exported_while_it_waits_is_imported_and_resumed_elsewhere(
     moved = ContextManager(search_path=[durable.roots()[0].path], cwd=durable.cwd, env=False, project=False,
                            user=False, entry_points=False, state=str(tmp_path / "other.db"))  # fmt: skip
     moved.approve(run_id)
-    assert await moved.resume(run_id) == "Done."
+    assert await moved.resume(run_id, config=ASK_WRITE) == "Done."  # the policy here asks for writes
     assert (durable.cwd / "out.txt").read_text() == "hello\n" and len(counted(durable.cwd)) == 2
 
 
@@ -598,6 +606,28 @@ def test_the_command_line_checkpoints_then_other_processes_approve_and_resume(tm
         assert live_turns(cm, run_id) == [1, 2, 3]
     again = _cli(tmp_path, env, "resume", run_id)
     assert again.returncode == 2 and "it already ended (status done)" in again.stderr
+
+
+def test_on_a_shared_postgresql_store_approve_and_resume_happen_on_other_machines(tmp_path, postgres_url):
+    """Three processes, each with a home of its own (as on three machines), one store."""
+    _project(tmp_path, {"agent": "agent-scripted", "script": TURNS})
+    machines = [_env(tmp_path, AGENT_APPS_HOME=str(tmp_path / f"machine{i}"), AGENT_APPS_STATE=postgres_url)
+                for i in range(3)]  # fmt: skip
+    first = _cli(tmp_path, machines[0], "invoke", "scribe", "--path", "skills")
+    assert first.returncode == 3, first.stderr
+    (line,) = [ln for ln in first.stderr.splitlines() if ln.startswith("agent-apps: run ")]
+    run_id = line.split("run ", 1)[1].split()[0]
+    shown = _cli(tmp_path, machines[1], "runs", "show", run_id[:10])
+    assert "waiting for approval of file-write" in shown.stdout, shown.stderr
+    approved = _cli(tmp_path, machines[1], "approve", run_id[:10])
+    assert approved.returncode == 0, approved.stderr
+    resumed = _cli(tmp_path, machines[2], "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "Done."
+    assert (tmp_path / "out.txt").read_text() == "hello\n" and len(counted(tmp_path)) == 2  # nothing done twice
+    listed = json.loads(_cli(tmp_path, machines[0], "runs", "list", "--json").stdout)
+    assert [(run["id"], run["status"]) for run in listed] == [(run_id, "done")]
+    assert not any((tmp_path / f"machine{i}" / "state.db").exists() for i in range(3))
 
 
 def test_a_persistent_run_killed_mid_way_is_resumed(tmp_path):

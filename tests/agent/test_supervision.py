@@ -229,9 +229,9 @@ Recurse.
 
 
 def _sandbox_threads() -> int:
-    from agent_apps.agent import run as agent_run
+    from agent_apps.agent import executor
 
-    pool = agent_run._POOL
+    pool = executor._POOL
     live = sum(1 for t in threading.enumerate() if t.name == "agent-apps-sandbox" and t.is_alive())
     return live - (pool.ready if pool is not None else 0)
 

@@ -78,7 +78,7 @@ def test_200_agent_runs_a_worker_killed_each_input_one_result(cluster, skills, t
     assert {run.name for run in recorded} == {"count-agent"} and len(recorded) >= 200
 
 
-def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster, tmp_path):
+def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster, tmp_path, state_location):
     project = tmp_path / "project"
     (project / "skills").mkdir(parents=True)
     # the model config lives in the project's config file: the workers need it shipped
@@ -86,8 +86,8 @@ def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster,
     (project / "agent-apps.yaml").write_text("model:\n  agent: agent-scripted\n")
     tasks = write_lines(tmp_path / "tasks.jsonl", [{"text": "a b"}, "{bad", {"text": "c"}, {}])
     out = tmp_path / "results.jsonl"
-    shared = tmp_path / "shared.db"
-    env = {**os.environ, "AGENT_APPS_STATE": str(shared), "AGENT_APPS_HOME": str(tmp_path / "home")}
+    shared = state_location  # an SQLite file every worker sees, or a PostgreSQL server
+    env = {**os.environ, "AGENT_APPS_STATE": shared, "AGENT_APPS_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "agent_apps", "batch", "count-agent", "--input", str(tasks), "--output", str(out),
             "--ray", cluster["address"], "--events"]
     result = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=240)
@@ -101,6 +101,10 @@ def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster,
     assert by[3]["error"]["type"] == "SkillFailed" and by[0]["worker"]["pid"] != os.getpid()
     runs = {run.id for run in StateStore(shared).runs.list()}
     assert {by[0]["run_id"], by[2]["run_id"]} <= runs  # both workers wrote into the one store
+    elsewhere = {**env, "AGENT_APPS_HOME": str(tmp_path / "another-machine")}
+    shown = subprocess.run([sys.executable, "-m", "agent_apps", "runs", "show", by[0]["run_id"]], cwd=tmp_path,
+                           env=elsewhere, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 0 and shown.stdout.startswith(f"run {by[0]['run_id']}: done"), shown.stderr
 
 
 def test_what_is_shipped_and_its_limit(skills, tmp_path, monkeypatch):
@@ -123,6 +127,10 @@ def test_what_is_shipped_and_its_limit(skills, tmp_path, monkeypatch):
     assert not any("__pycache__" in name for name in names)
     assert manifest["paths"] == ["path/0"] and manifest["state"] == str((tmp_path / "s.db").resolve())
     assert (manifest["project"], manifest["user"], manifest["entry_points"]) == (True, True, False)
+    url = "postgresql://me:secret@db.example:5432/agents?schema=team"
+    for given in (url, StateStore(url)):  # a URL goes as it is: the workers connect with its password
+        shared = ContextManager([skills], cwd=project, home=home, env=False, entry_points=False, state=given)
+        assert on_ray.pack(shared, shared.get("count"), "b1")[1]["state"] == url
     monkeypatch.setattr(on_ray, "MAX_JOB_BYTES", 100)
     with pytest.raises(AgentAppsError, match=r"more than 100 bytes \(the largest file: .*skill\.(py|md), \d+ bytes\)"):
         on_ray.pack(cm, cm.get("count"), "b2")

@@ -9,7 +9,11 @@ The script is the conformance suite's neutral form: a list of turns, each with o
 ``delay`` (seconds, cancellable), ``usage`` and ``error``, plus for these tests:
 ``echo`` (``"prompt"``, ``"cwd"`` or ``"env:NAME"``, comma-separated: say those,
 joined by ``|``, instead of ``text``) and
-``permission`` (``{kind, title}``: ask the client before going on, and say the answer).
+``permission`` (``{kind, title, raw_input?}``: ask the client before going on, and say the
+answer; the raw input is the permission itself unless given) and ``ask_in_flight`` (a
+title: while each call of the turn is in flight, once its code has written the file
+``in-flight`` in the session's folder, ask permission for that very call, and write the
+answer to the file ``asked``).
 
 One prompt plays turns until one has no code (its text ends the prompt), as an agent
 CLI's own loop does: a turn with code is followed by the next turn, which sees the
@@ -24,6 +28,7 @@ import os
 import sys
 import time
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 if "--exit-early" in sys.argv:  # before the slow imports, as a CLI that fails fast
@@ -144,7 +149,10 @@ class ScriptedAgent:
             for call_id, code in zip(ids, codes, strict=True):
                 if self.cancelled.is_set():
                     return PromptResponse(stop_reason="cancelled")
-                result = await self.call(code)
+                if turn.get("ask_in_flight"):
+                    result = await self.call_and_ask(session_id, call_id, code, turn["ask_in_flight"])
+                else:
+                    result = await self.call(code)
                 status = "failed" if result.is_error else "completed"
                 output = helpers.tool_content(helpers.text_block(result.content[0].text))
                 await self.say(session_id, helpers.update_tool_call(call_id, status=status, content=[output]))
@@ -180,10 +188,25 @@ class ScriptedAgent:
             raise asyncio.CancelledError
         return task.result()
 
-    async def ask(self, session_id: str, permission: dict[str, Any]) -> str:
+    async def call_and_ask(self, session_id: str, call_id: str, code: str, title: str) -> Any:
+        """Call invoke and, while that call is in flight, ask permission for it."""
+        task = asyncio.ensure_future(self.call(code))
+        flag = Path(self.cwd) / "in-flight"
+        for _ in range(3000):  # the code says when it runs (30 s at most)
+            if flag.exists() or task.done():
+                break
+            await asyncio.sleep(0.01)
+        permission = {"kind": "execute", "title": title, "raw_input": {"code": code}}
+        (Path(self.cwd) / "asked").write_text(await self.ask(session_id, permission, call_id=call_id))
+        return await task
+
+    async def ask(self, session_id: str, permission: dict[str, Any], *, call_id: str | None = None) -> str:
         self.calls += 1
         tool_call = helpers.update_tool_call(
-            f"call-{self.calls}", title=permission["title"], kind=permission["kind"], raw_input=permission
+            call_id or f"call-{self.calls}",
+            title=permission["title"],
+            kind=permission["kind"],
+            raw_input=permission.get("raw_input", permission),
         )
         options = [
             PermissionOption(option_id="yes", name="Allow", kind="allow_once"),

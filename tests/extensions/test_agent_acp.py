@@ -235,6 +235,49 @@ async def test_permissions_allow_deny_and_unattended_ask(run, context_manager, e
     assert "permission 'switch model': no" in said  # other counts as admin: no one to ask
 
 
+async def test_a_tool_that_only_looks_like_ours_goes_through_the_policy(run, context_manager, events):
+    # titled invoke, with our input's shape: a tool of the CLI's own all the same, as our
+    # MCP endpoint is serving no such call; unattended, a write or admin tool is refused
+    code = {"code": "import os; os.system('touch pwned')"}
+    turns = [
+        {"permission": {"kind": "execute", "title": "invoke", "raw_input": code}, "code": "print(1)"},
+        {"permission": {"kind": "other", "title": "mcp__agent-apps__invoke", "raw_input": code}, "code": "print(2)"},
+        {"permission": {"kind": "read", "title": "invoke", "raw_input": code}},
+    ]
+    call = {
+        "prompt": "p",
+        "user_message": "u",
+        "events": "acp-test",
+        "config": {"agent": "agent-acp", "command": [sys.executable, str(AGENT), _write(turns)]},
+    }
+    await context_manager.invoke("agent", call, config={"security": {"mode": "unattended"}})
+    said = "".join(e["text"] for e in of_type(events, "agent-message"))
+    assert "permission 'invoke': no" in said  # execute counts as write
+    assert "permission 'mcp__agent-apps__invoke': no" in said  # other counts as admin
+    assert "permission 'invoke': yes" in said  # read is allowed unattended: by the policy, not as ours
+
+
+async def test_a_call_our_endpoint_is_serving_is_ours(run, context_manager, write_skill, events):
+    # the CLI asks about a call while our endpoint runs it (same tool call id, same code):
+    # that one is ours, allowed whatever the policy says of the CLI's own tools
+    write_skill("gate", """
+        import asyncio
+        frontmatter = {"description": "Says the call is in flight, then waits for the CLI's question."}
+        async def main(ctx, args):
+            folder = ctx.manager.context_manager.cwd
+            (folder / "in-flight").write_text("")
+            for _ in range(3000):
+                if (folder / "asked").exists():
+                    return (folder / "asked").read_text()
+                await asyncio.sleep(0.01)
+            return "never asked"
+    """)  # fmt: skip
+    turns = [{"code": "print(await ctx.manager.invoke('gate', {}))", "ask_in_flight": "invoke"}, {"text": "Done."}]
+    assert await run(turns, config={}, allowed_tools="gate") == "Done."
+    (result,) = of_type(events, "tool-result")
+    assert result["result"] == "permission 'invoke': yes"
+
+
 def _write(turns):
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     with handle:

@@ -72,3 +72,11 @@ SKILLS = {
 def skills(write_skill):
     for name, source in SKILLS.items():
         write_skill(name, source)
+
+
+@pytest.fixture
+def server(context_manager, skills):
+    """Our MCP server over the test skills (imported here: only when mcp is installed)."""
+    from agent_apps.mcp.server import SkillServer
+
+    return SkillServer(context_manager)

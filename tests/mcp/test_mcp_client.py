@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from agent_apps import Cancelled, ContextManager, Signal, SkillFailed, ToolNotAllowed
-from agent_apps.mcp.client import close_servers, skill_name
-from agent_apps.mcp.server import serving_http
+from agent_apps.mcp.client import close_servers
+from agent_apps.mcp.transports import serving_http
 
 pytestmark = pytest.mark.anyio
 
@@ -48,11 +48,6 @@ def manager(tmp_path, skills_path, skills, helper, monkeypatch):
     cm = _manager(tmp_path, skills_path, {"helper": helper, "Broken Server": {"command": str(tmp_path / "missing")}})
     yield cm
     close_servers(cm)
-
-
-def test_names_are_normalized():
-    assert skill_name("helper", "shoutText") == "helper-shout-text"
-    assert skill_name("My Server", "read_file") == "my-server-read-file"
 
 
 async def test_tools_become_skills_with_their_schemas(manager):

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_apps.mcp.server import expose_refs
+from agent_apps.mcp.transports import expose_refs
 
 pytestmark = pytest.mark.anyio
 

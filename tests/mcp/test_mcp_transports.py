@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_apps.mcp.server import expose_refs, listening_socket, serving_http
+from agent_apps.mcp.transports import expose_refs, listening_socket, serving_http
 
 pytestmark = pytest.mark.anyio
 

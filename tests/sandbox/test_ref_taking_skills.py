@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from agent_apps import ToolNotAllowed
+
 from .test_agent_code import PROBE
 
 pytestmark = pytest.mark.anyio
@@ -72,7 +74,7 @@ async def test_schedule_create_ref_constraint_decides_which_refs_agent_code_may_
         ("missing", "schedule-create", {"every": 60}),
         ("file", "schedule-create", {"ref": "file:///tmp/my-report.skill.py", "every": 60}),
         ("list", "schedule-list", {}),
-    ], allowed_tools="schedule-create(ref=my-*) schedule-list")
+    ], allowed_tools="schedule-create(ref=my-*) schedule-list my-*")
     assert out["mine"][0] == "ALLOWED" and out["mine"][1]["ref"] == "my-report"
     for label in ("other", "two", "missing", "file"):
         assert refused(out[label]), (label, out[label])
@@ -131,7 +133,7 @@ async def test_event_subscribe_from_agent_code(context_manager, skills):
     out = await probe(context_manager, [
         ("mine", "event-subscribe", {"topic": "deploy", "ref": "my-handler", "persist": True}),
         ("other", "event-subscribe", {"topic": "deploy", "ref": "other-report"}),
-    ], allowed_tools="event-subscribe(ref=my-*)")
+    ], allowed_tools="event-subscribe(ref=my-*) my-*")
     assert out["mine"][0] == "ALLOWED" and refused(out["other"])
     (stored,) = context_manager.state.subscriptions.list()
     assert stored.ref == "my-handler" and stored.created_by.startswith("agent code of")
@@ -169,3 +171,81 @@ ATTEMPTS = {[
     # the registered prompt skill may call no more than the code that registered it
     assert context_manager.get("my-hello").allowed_tools == "skill-register(name=my-*) my-*"
     assert json.dumps(out)  # plain JSON all the way back
+
+
+# -- what a stored ref may ask for, and how it runs (CONTRACT section 13) ------------------------
+
+SUB_AGENT = {"prompt": "Help.", "config": {"agent": "agent-scripted", "script": [{"code": (
+    f"ATTEMPTS = {[('mine', 'my-report', {'n': 1}), ('other', 'other-report', {})]!r}\n" + PROBE
+)}]}}  # fmt: skip
+
+
+async def test_skill_register_cannot_widen_a_sub_agent(context_manager, skills):
+    wide = {"ref": "agent", "args": {**SUB_AGENT, "allowed_tools": "*"}}
+    far = {"ref": "agent", "args": {"prompt": "p", "config": {"endpoint_url": "http://127.0.0.1:9"}}}
+    out = await probe(context_manager, [
+        ("wide", "skill-register", {"name": "my-wide", "definition": wide}),
+        ("call-wide", "my-wide", {}),
+        ("far", "skill-register", {"name": "my-far", "definition": far}),
+        ("prompt", "skill-register", {"name": "my-p", "definition": {"description": "d", "body": "b",
+                                                                      "allowed-tools": "*"}}),
+    ], allowed_tools="skill-register agent my-*")  # fmt: skip
+    assert refused(out["wide"]), out["wide"]
+    assert "agent-code may not call agent (at definition.args.allowed_tools): agent code may start a sub-agent only " \
+        "with its own allowed-tools" in out["wide"][1]
+    assert out["call-wide"][0] in ("SkillNotFound", "ToolNotAllowed")  # it was never registered
+    assert refused(out["far"]) and "(at definition.args.config.endpoint_url)" in out["far"][1]
+    assert refused(out["prompt"]) and "(at definition.allowed-tools)" in out["prompt"][1]
+    assert not {"my-wide", "my-far", "my-p"} & set(context_manager.catalog.skills)
+
+
+async def test_a_registered_alias_runs_under_its_registrant_whoever_calls_it(context_manager, skills):
+    # agent A registers an alias of agent with the prompt and model fixed; agent B's code
+    # calls it, once asking for every tool: the alias runs as A's code would have
+    out = await probe(context_manager, [
+        ("register", "skill-register", {"name": "my-helper", "definition": {"ref": "agent", "args": SUB_AGENT}}),
+    ], allowed_tools="skill-register agent my-*")  # fmt: skip
+    assert out["register"][0] == "ALLOWED", out
+    out = await probe(context_manager, [
+        ("as-is", "my-helper", {}),
+        ("wide", "my-helper", {"allowed_tools": "*"}),
+    ], allowed_tools="my-helper other-report")  # fmt: skip
+    assert out["as-is"][0] == "ALLOWED", out
+    assert out["as-is"][1]["mine"] == ["ALLOWED", 2]
+    assert refused(out["as-is"][1]["other"])  # B may call it, A could not: its sub-agent cannot either
+    assert refused(out["wide"]) and "only with its own allowed-tools" in out["wide"][1], out["wide"]
+
+
+async def test_ref_taking_skills_called_by_deferred_work_keep_its_makers_authority(context_manager, skills):
+    # an alias of schedule-create, made by agent code: whoever calls it, a schedule it
+    # makes is agent code's, held to what that code could call
+    out = await probe(context_manager, [
+        ("register", "skill-register", {"name": "my-scheduler", "definition": {"ref": "schedule-create",
+                                                                                "args": {"every": 60}}}),
+    ], allowed_tools="skill-register schedule-create agent my-*")  # fmt: skip
+    assert out["register"][0] == "ALLOWED", out
+    made = await context_manager.invoke("my-scheduler", {"ref": "my-report", "args": {"n": 3}}, config=ALLOW)
+    assert made["authority"]["untrusted"] is True and made["created_by"].startswith("agent code of")
+    with pytest.raises(ToolNotAllowed, match=r"\(at args.allowed_tools\)"):
+        await context_manager.invoke(
+            "my-scheduler", {"ref": "agent", "args": {"prompt": "p", "allowed_tools": "*"}}, config=ALLOW
+        )
+
+
+async def test_a_ref_inside_a_ref_is_checked_when_it_is_stored(context_manager, skills):
+    # agent code schedules schedule-create (or registers an alias of it) to make, later,
+    # a wider agent than it could start: refused now, naming the nested arg
+    wide = {"ref": "agent", "args": {"prompt": "p", "allowed_tools": "*"}, "every": 60}
+    out = await probe(context_manager, [
+        ("schedule", "schedule-create", {"ref": "schedule-create", "args": wide, "every": 60}),
+        ("alias", "skill-register", {"name": "my-later", "definition": {"ref": "schedule-create", "args": wide}}),
+        ("register", "schedule-create", {"ref": "skill-register", "every": 60, "args": {
+            "name": "my-wide", "definition": {"ref": "agent", "args": {"allowed_tools": "*"}}}}),
+        ("fine", "schedule-create", {"ref": "schedule-create", "every": 60,
+                                     "args": {"ref": "my-report", "args": {"n": 1}, "every": 60}}),
+    ], allowed_tools="schedule-create skill-register agent my-*")  # fmt: skip
+    assert refused(out["schedule"]) and "(at args.args.allowed_tools)" in out["schedule"][1], out["schedule"]
+    assert refused(out["alias"]) and "(at definition.args.args.allowed_tools)" in out["alias"][1], out["alias"]
+    assert refused(out["register"]) and "(at args.definition.args.allowed_tools)" in out["register"][1]
+    assert out["fine"][0] == "ALLOWED", out["fine"]
+    assert [s.ref for s in context_manager.state.schedules.list()] == ["schedule-create"]

@@ -1,4 +1,5 @@
-"""Real ``agent-apps scheduler`` processes on short intervals: two on one store, a skill
+"""Real ``agent-apps scheduler`` processes on short intervals: several on one store (an
+SQLite file; a PostgreSQL server, as schedulers on several machines share it), a skill
 that disappears while it runs, Ctrl-C with a run in flight. Every wait is bounded."""
 
 from __future__ import annotations
@@ -71,11 +72,13 @@ def statuses(store: StateStore, schedule) -> list[str]:
     return [run["status"] for run in store.schedules.runs_of(schedule.id)]
 
 
-def test_two_schedulers_on_one_store_run_each_due_time_once(env, skills, tmp_path, monkeypatch, capsys):
+def test_schedulers_on_one_store_run_each_due_time_once(env, skills, tmp_path, monkeypatch, capsys, state_location):
+    env["AGENT_APPS_STATE"] = state_location
     store = StateStore(env["AGENT_APPS_STATE"])
     log = tmp_path / "runs.log"
     schedule = store.schedules.create(ref="counter", args={"log": str(log)}, when=When(every=0.25), catch_up="all")
-    procs = [start(skills, env, tmp_path), start(skills, env, tmp_path)]
+    # three schedulers, each with a home of its own (as on three machines)
+    procs = [start(skills, {**env, "AGENT_APPS_HOME": str(tmp_path / f"home{i}")}, tmp_path) for i in range(3)]
     try:
         wait_for(lambda: statuses(store, schedule).count("done") >= 8, "8 runs", procs)
     finally:

@@ -9,10 +9,12 @@ import pytest
 from agent_apps.state import AlreadyExists, NotFound, SnapshotInvalid, StateStore, estimate_tokens
 from agent_apps.state.messages import MEDIA_TOKENS
 
+from .conftest import sibling
+
 
 @pytest.fixture
-def store(tmp_path):
-    return StateStore(tmp_path / "state.db")
+def store(state_location):
+    return StateStore(state_location)
 
 
 def call(n):
@@ -68,13 +70,13 @@ def test_fork_is_an_independent_copy(store):
         store.sessions.fork("nope", "g")
 
 
-def test_importing_an_export_gives_back_the_same_session(store, tmp_path):
+def test_importing_an_export_gives_back_the_same_session(store, state_location):
     store.sessions.append("s", turn(1), memory={"k": [1, 2]}, run_id="r1", anchor=(90, 1))
     store.sessions.append("s", turn(2), run_id="r2")
     store.sessions.compact("s", through=4, summary="the first question was answered")
     exported = store.sessions.export("s")
     assert exported["format"] == "agent-apps/session" and exported["version"] == 1
-    other = StateStore(tmp_path / "other.db")
+    other = StateStore(sibling(state_location, "other"))
     other.sessions.import_(json.dumps(exported, indent=2))
     assert other.sessions.export("s") == exported
     assert other.sessions.history("s").messages() == store.sessions.history("s").messages()

@@ -1,9 +1,9 @@
-"""The memory index: Markdown chunks in SQLite FTS5, ranked by BM25, kept fresh."""
+"""The memory index: Markdown chunks, full-text indexed (SQLite FTS5 ranked by BM25;
+PostgreSQL's tsvector ranked by ts_rank), kept fresh."""
 
 from __future__ import annotations
 
 import os
-import sqlite3
 
 from agent_apps.state import StateStore
 from agent_apps.state.memory import MAX_CHUNK, MAX_POSTINGS, chunk_markdown, query_terms
@@ -55,17 +55,17 @@ def test_a_long_unit_is_cut_at_line_ends_and_words():
     assert all(len(c.text) <= MAX_CHUNK for c in one) and sum(c.text.count("word") for c in one) == 1000
 
 
-def test_the_message_is_data_not_query_syntax(tmp_path):
+def test_the_message_is_data_not_query_syntax(tmp_path, state_location):
     assert query_terms('What is "my" cat* NEAR(dog) AND -car OR (x)?') == ["cat", "near", "dog", "car"]
     assert query_terms("the a of ?!") == [] and query_terms("cat cat CAT") == ["cat"]
     memory = tmp_path / "MEMORY.md"
     memory.write_text('- a "quoted" NEAR(x) fact with a * in it\n')
-    store = StateStore(tmp_path / "state.db")
+    store = StateStore(state_location)
     assert store.memory.search([memory], 'quoted" OR * NEAR(') and store.memory.search([memory], "?!") == []
 
 
-def test_search_ranks_indexes_once_and_follows_changes(tmp_path):
-    store = StateStore(tmp_path / "state.db")
+def test_search_ranks_indexes_once_and_follows_changes(tmp_path, state_location):
+    store = StateStore(state_location)
     memory = tmp_path / "MEMORY.md"
     memory.write_text(DOC)
     hits = store.memory.search([memory], "What is my cat called?")
@@ -93,12 +93,12 @@ def test_search_ranks_indexes_once_and_follows_changes(tmp_path):
     assert len(store.memory.search([tmp_path / "a.md", tmp_path / "b.md"], "apples", k=1)) == 1
 
 
-def test_rare_words_count_and_words_in_most_chunks_do_not(tmp_path):
+def test_rare_words_count_and_words_in_most_chunks_do_not(tmp_path, state_location):
     memory = tmp_path / "MEMORY.md"
     facts = [f"- The user noted item {n} of the garden list." for n in range(MAX_POSTINGS + 100)]
     facts.insert(77, "- The user keeps the spare key under the blue flowerpot.")
     memory.write_text("\n".join(facts) + "\n")
-    store = StateStore(tmp_path / "state.db")
+    store = StateStore(state_location)
     (hit,) = store.memory.search([memory], "where is the spare key, user?", k=3)  # "user" is in every chunk
     assert hit["text"] == "The user keeps the spare key under the blue flowerpot."
     assert store.memory.search([memory], "user garden list", k=3) == []  # only words every chunk has
@@ -106,10 +106,11 @@ def test_rare_words_count_and_words_in_most_chunks_do_not(tmp_path):
     assert len(store.memory.search([memory], "user garden list", k=3)) == 3  # a small file: they do count
 
 
-def test_the_index_is_a_migration_of_the_store(tmp_path):
-    store = StateStore(tmp_path / "state.db")
-    store.sessions.list()  # opens and migrates
-    store.close()
-    conn = sqlite3.connect(tmp_path / "state.db")
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"memory_files", "memory_chunks", "sessions"} <= tables
+def test_the_index_is_a_migration_of_the_store(tmp_path, state_location):
+    store = StateStore(state_location)
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text(DOC)
+    store.memory.search([memory], "cat")  # opens, migrates, indexes
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM memory_chunks").fetchone() == (6,)
+        assert conn.execute("SELECT count(*) FROM memory_files").fetchone() == (1,)

@@ -42,7 +42,10 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_invoke_with_a_session_then_list_show_export_import_fork_rm(capsys, skills, tmp_path):
+def test_invoke_with_a_session_then_list_show_export_import_fork_rm(
+    capsys, skills, tmp_path, state_location, monkeypatch
+):
+    monkeypatch.setenv("AGENT_APPS_STATE", state_location)
     for task in ("one", "two"):
         code, out, _ = run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", f"task={task}")
         assert code == 0 and out.strip() == "Counted."
@@ -72,7 +75,8 @@ def test_invoke_with_a_session_then_list_show_export_import_fork_rm(capsys, skil
     assert code == 2 and err.strip() == "error: no session 's3' (agent-apps sessions list shows the sessions)"
 
 
-def test_runs_list_and_show(capsys, skills):
+def test_runs_list_and_show(capsys, skills, state_location, monkeypatch):
+    monkeypatch.setenv("AGENT_APPS_STATE", state_location)
     run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=x")
     run(capsys, "invoke", "counter", "--path", skills, "task=y")
     code, out, err = run(capsys, "runs", "list")
@@ -121,9 +125,9 @@ def test_a_damaged_store_is_one_clear_line(capsys):
     )
 
 
-def test_the_state_env_variable_points_elsewhere(capsys, tmp_path, monkeypatch):
-    target = tmp_path / "elsewhere.db"
-    monkeypatch.setenv("AGENT_APPS_STATE", str(target))
+def test_the_state_env_variable_points_elsewhere(capsys, state_location, monkeypatch):
+    target = state_location
+    monkeypatch.setenv("AGENT_APPS_STATE", target)
     StateStore(target).sessions.append("far", [{"role": "user", "text": "hi"}])
     code, out, _ = run(capsys, "sessions", "list", "--json")
     assert [s["id"] for s in json.loads(out)] == ["far"]

@@ -1,6 +1,7 @@
 """The state store's database: created on first use, migrations, refusals, processes.
 
-Real SQLite files, real processes: two writers at once, and a process killed mid-run.
+Real SQLite files and a real PostgreSQL server (the tests that take ``state_location``
+run on both), real processes: two writers at once, and a process killed mid-run.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import time
 import pytest
 
 from agent_apps import ContextManager
-from agent_apps.state import MEMORY, StateError, StateStore, _db, state_path
-from agent_apps.state.schema import APPLICATION_ID, MIGRATIONS
+from agent_apps.state import MEMORY, StateError, StateStore, _postgres, _sqlite, state_path
+from agent_apps.state.schema import APPLICATION_ID, MIGRATIONS, Migration
+
+from .conftest import schema_version, set_schema_version, sibling
 
 PYTHON = sys.executable
 
@@ -52,30 +55,36 @@ def test_in_memory_store(tmp_path):
     assert not (tmp_path / "state.db").exists()
 
 
-def test_a_newer_migration_upgrades_an_older_database_in_place(tmp_path, monkeypatch):
-    path = tmp_path / "state.db"
-    StateStore(path).sessions.append("s", [{"role": "user", "text": "kept"}])
-    extra = "CREATE TABLE widgets (id TEXT PRIMARY KEY, every REAL);\nINSERT INTO widgets VALUES ('x', 60);\n"
-    monkeypatch.setattr(_db, "MIGRATIONS", (*MIGRATIONS, extra))
-    store = StateStore(path)
+def test_a_newer_migration_upgrades_an_older_store_in_place(state_location, monkeypatch):
+    first = StateStore(state_location)
+    first.sessions.append("s", [{"role": "user", "text": "kept"}])
+    first.close()
+    extra = Migration(
+        sqlite="CREATE TABLE widgets (id TEXT PRIMARY KEY, every REAL);\nINSERT INTO widgets VALUES ('x', 60);\n",
+        postgresql="CREATE TABLE widgets (id TEXT PRIMARY KEY, every DOUBLE PRECISION);\n"
+        "INSERT INTO widgets VALUES ('x', 60);\n",
+    )
+    for backend in (_sqlite, _postgres):
+        monkeypatch.setattr(backend, "MIGRATIONS", (*MIGRATIONS, extra))
+    store = StateStore(state_location)
     assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
-    assert conn.execute("SELECT every FROM widgets").fetchone() == (60,)
+    assert schema_version(state_location) == len(MIGRATIONS) + 1
+    with store.db.read() as conn:
+        assert conn.execute("SELECT every FROM widgets").fetchone() == (60,)
 
 
-def test_a_database_of_a_newer_version_is_refused_and_left_alone(tmp_path):
-    path = tmp_path / "state.db"
-    StateStore(path).sessions.append("s", [{"role": "user", "text": "hi"}])
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
-    conn.commit()
-    conn.close()
+def test_a_store_of_a_newer_version_is_refused_and_left_alone(state_location):
+    first = StateStore(state_location)
+    first.sessions.append("s", [{"role": "user", "text": "hi"}])
+    first.close()
+    set_schema_version(state_location, len(MIGRATIONS) + 5)
+    store = StateStore(state_location)
     with pytest.raises(StateError) as info:
-        StateStore(path).sessions.list()
-    assert str(path) in str(info.value) and "newer agent-apps" in str(info.value)
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (1,)  # nothing reset
+        store.sessions.list()
+    assert store.path in str(info.value) and "newer agent-apps" in str(info.value)
+    assert "agent-apps-test" not in str(info.value)  # a URL's password is never shown
+    set_schema_version(state_location, len(MIGRATIONS))
+    assert StateStore(state_location).sessions.get("s").messages == 1  # nothing reset
 
 
 def test_a_corrupt_file_is_refused_naming_it_and_left_unchanged(tmp_path):
@@ -158,8 +167,8 @@ for i in range(count):
 """
 
 
-def test_two_processes_appending_to_one_session_lose_nothing(tmp_path):
-    path = tmp_path / "state.db"
+def test_two_processes_appending_to_one_session_lose_nothing(state_location):
+    path = state_location
     StateStore(path).sessions.list()  # created up front: both writers race on appends only
     count = 150
     procs = [
@@ -208,26 +217,24 @@ Be slow.
 """
 
 
-def test_kill_9_mid_run_loses_at_most_the_turn_in_flight(tmp_path):
+def test_kill_9_mid_run_loses_at_most_the_turn_in_flight(tmp_path, state_location):
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "slow.skill.md").write_text(textwrap.dedent(SKILL).lstrip())
-    path = tmp_path / "state.db"
-    env = {**os.environ, "AGENT_APPS_STATE": str(path), "AGENT_APPS_HOME": str(tmp_path / "home")}
+    path = state_location
+    env = {**os.environ, "AGENT_APPS_STATE": path, "AGENT_APPS_HOME": str(tmp_path / "home")}
     cli = [PYTHON, "-m", "agent_apps", "invoke", "slow", "--path", str(skills), "--session", "k", "task=go"]
     proc = subprocess.Popen(cli, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = StateStore(path)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # until the second turn is stored
-            if path.exists():
-                try:
-                    conn = sqlite3.connect(path, timeout=5)
-                    found = conn.execute("SELECT count(*) FROM messages WHERE session_id = 'k'").fetchone()[0]
-                    conn.close()
-                except sqlite3.Error:
-                    found = 0
-                if found >= 5:
-                    break
+            try:
+                found = len(watcher.sessions.messages("k"))
+            except StateError:  # not created yet (SQLite: the file is being made)
+                found = 0
+            if found >= 5:
+                break
             assert proc.poll() is None, "the run ended before it could be killed"
             time.sleep(0.05)
         else:
@@ -236,9 +243,11 @@ def test_kill_9_mid_run_loses_at_most_the_turn_in_flight(tmp_path):
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    conn.close()
+        watcher.close()
+    if not path.startswith("postgresql:"):
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        conn.close()
     store = StateStore(path)
     texts = [(e.message["role"], e.message.get("text")) for e in store.sessions.messages("k")]
     assert texts == [
@@ -269,14 +278,15 @@ def _open_and_list(path: str, barrier, results) -> None:
         results.put(f"{type(exc).__name__}: {exc}")
 
 
-def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path):
-    """The first open creates the file, switches it to WAL and migrates it; several
-    processes doing that at once (a batch's workers on a shared store) all succeed."""
+def test_processes_opening_a_new_store_at_once_all_get_it(state_location):
+    """The first open creates the store (SQLite: the file, in WAL mode; PostgreSQL: the
+    schema) and migrates it; several processes doing that at once (a batch's workers on
+    a shared store) all succeed."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     for round_ in range(4):
-        path = str(tmp_path / f"new-{round_}.db")
+        path = sibling(state_location, f"new{round_}")
         barrier, results = context.Barrier(6), context.Queue()
         procs = [context.Process(target=_open_and_list, args=(path, barrier, results)) for _ in range(6)]
         for proc in procs:
@@ -285,3 +295,53 @@ def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path):
         for proc in procs:
             proc.join(timeout=60)
         assert outcomes == ["ok"] * 6, outcomes
+
+
+def _append_in_child(store, results) -> None:
+    try:
+        store.sessions.append("s", [{"role": "user", "text": "child"}])
+        asyncio.run(store.call(store.sessions.append, "s", [{"role": "user", "text": "child, through a thread"}]))
+        results.put("ok")
+    except Exception as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_forked_process_uses_connections_of_its_own_and_the_parent_keeps_its(state_location):
+    import multiprocessing
+
+    store = StateStore(state_location)
+    store.sessions.append("s", [{"role": "user", "text": "parent"}])
+    asyncio.run(store.call(store.sessions.exists, "s"))  # the store's threads started too
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_append_in_child, args=(store, results))
+    child.start()
+    assert results.get(timeout=60) == "ok"
+    child.join(timeout=60)
+    store.sessions.append("s", [{"role": "user", "text": "parent again"}])
+    texts = [e.message["text"] for e in StateStore(state_location).sessions.messages("s")]
+    assert texts == ["parent", "child", "child, through a thread", "parent again"]
+
+
+def test_postgresql_without_its_extra_is_one_line_naming_it(monkeypatch, capsys):
+    from agent_apps.cli import main
+
+    monkeypatch.setattr(_postgres, "psycopg", None)  # as in an install without agent-apps[postgres]
+    monkeypatch.setenv("AGENT_APPS_STATE", "postgresql://me:secret@db.example/agents")
+    assert main(["sessions", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: state store postgresql://me:***@db.example/agents: a postgresql:// store needs psycopg, which is "
+        "not installed: pip install 'agent-apps[postgres]'\n"
+    )
+
+
+def test_an_sqlite_store_never_imports_psycopg(tmp_path):
+    code = (
+        "import sys\nfrom agent_apps.cli import main\n"
+        "main(['sessions', 'list'])\nprint('psycopg' in sys.modules, 'agent_apps.state._postgres' in sys.modules)"
+    )
+    env = {**os.environ, "AGENT_APPS_STATE": str(tmp_path / "state.db")}
+    done = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False False"

@@ -26,8 +26,8 @@ PYTHON_SOURCE = "import os\n\n\ndef main():\n    return os.getcwd()\n" * 40
 
 
 @pytest.fixture
-def store(tmp_path):
-    return StateStore(tmp_path / "state.db")
+def store(state_location):
+    return StateStore(state_location)
 
 
 def fill(store, turns, *, size=400):

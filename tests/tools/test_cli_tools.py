@@ -298,6 +298,14 @@ def test_bad_yaml_names_the_line(workspace, tmp_path):
     assert str(error).startswith(f"{path}:") and "bad YAML" in str(error)
 
 
+def test_a_tools_file_too_deep_is_a_load_error_not_a_crash(workspace, tmp_path):
+    path = tmp_path / "tools.yaml"
+    path.write_text("tools:\n  - name: x\n    args: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    cm = make_manager(workspace, tmp_path, plugins=[ToolsPlugin([path])])
+    (error,) = cm.errors
+    assert str(error) == f"{path}:3: nests deeper than 64 levels"
+
+
 async def test_missing_program_is_a_clear_error(workspace, tmp_path):
     path = tmp_path / "tools.yaml"
     path.write_text("tools:\n  - {name: ghost, category: read, cmd: no-such-program-xyz}\n")

@@ -31,6 +31,8 @@ error, retry   ``session/prompt`` failed (JSON-RPC error): the policy decides; a
 The CLI's own tools (file edits, shell...) are not ours to run: its
 ``session/request_permission`` goes through the security policy under the name
 ``acp-KIND`` (``acp-edit``, ``acp-execute``...) with a category from the ACP tool kind.
+A request is for our ``invoke`` only when its tool call id is one our MCP endpoint is
+serving, with the same code: a title, a kind or an input shaped like ours prove nothing.
 Token usage comes from ``session/prompt`` when the agent reports it; else it is
 estimated (four characters a token) and marked ``estimated: true``.
 """
@@ -67,7 +69,7 @@ from acp.schema import (
 
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import AgentAppsError, Cancelled
-from agent_apps.mcp.server import expose_refs
+from agent_apps.mcp import expose_refs
 from agent_apps.tools.errors import PermissionDenied
 from agent_apps.tools.middleware import permit
 from agent_apps.tools.subprocess import build_env
@@ -158,6 +160,7 @@ class AcpRun:
         self.segment_out = 0
         self.round_estimates = {"input_tokens": 0, "output_tokens": 0}
         self.announced: list[tuple[str, str]] = []  # (code, toolCallId) announced, not yet called
+        self.serving: dict[str, str] = {}  # toolCallId -> code: invoke calls our MCP endpoint is serving
         self.announcing: bool | None = None  # does this CLI announce its invoke calls?
         self.announcement = asyncio.Event()
         self.calls = 0
@@ -380,11 +383,14 @@ class AcpRun:
                 await self._guarded_hook({**call, "type": "tool-result", "result": result})
                 self.results_seen = True
                 return result
+        self.serving[call_id] = code
         try:
             result = await cctx.manager.invoke(self.invoke_ref, {"code": code})
         except BaseException as exc:
             self._fail(exc)
             return {"text": f"{type(exc).__name__}: {exc}", "error": True}
+        finally:
+            self.serving.pop(call_id, None)
         async with self.lock:
             self.conversation_chars += len(code) + len(str(result.get("text", "")))
             self.results_seen = True
@@ -415,11 +421,13 @@ class AcpRun:
     # -- permissions ------------------------------------------------------------------------------
 
     async def request_permission(self, tool_call: Any, options: list[Any]) -> RequestPermissionResponse:
-        """The CLI asks before running a tool: ours (``invoke``) is allowed (the sandbox and
-        the pipeline decide what its code may do); its own go through the security policy."""
+        """The CLI asks before running a tool: a call our MCP endpoint is serving is
+        allowed (the sandbox and the pipeline decide what its code may do); anything else,
+        whatever its title, is the CLI's own and goes through the security policy."""
         allowed, reason = True, None
         code = _invoke_code(tool_call)
-        if code is None:
+        ours = code is not None and self.serving.get(getattr(tool_call, "tool_call_id", None) or "") == code
+        if not ours:
             kind = tool_call.kind or "other"
             args = {"title": tool_call.title or kind, "input": _jsonable(tool_call.raw_input)}
             try:
@@ -679,7 +687,9 @@ def _history_line(message: dict[str, Any]) -> str:
 
 
 def _invoke_code(tool_call: Any) -> str | None:
-    """The code of a call of our ``invoke`` tool (however the CLI titles MCP tools)."""
+    """The code of what looks like a call of our ``invoke`` tool (however the CLI titles
+    MCP tools). A look, not a proof: :meth:`AcpRun.request_permission` also asks our
+    endpoint."""
     raw = getattr(tool_call, "raw_input", None)
     title = str(getattr(tool_call, "title", "") or "")
     if isinstance(raw, dict) and set(raw) == {"code"} and isinstance(raw["code"], str) and "invoke" in title:

@@ -3,7 +3,7 @@
 It builds a Strands model from the cascaded ``model`` config (Bedrock by default;
 ``model.provider`` picks ``anthropic``, ``openai``, ``ollama`` or ``litellm``), gives it the one
 ``invoke`` tool, runs the Strands loop and reports every step of it through the hook
-protocol of the ``agent`` skill (see ``agent_apps/agent/run.py``). No business logic
+protocol of the ``agent`` skill (see ``agent_apps/agent/turns.py``). No business logic
 lives here: tool filtering, structured returns and limits are the ``agent`` skill's.
 
 Config keys (``model.*``)::

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from .errors import AgentAppsError
-from .terminal import json_line, printable
+from ..errors import AgentAppsError
+from ..terminal import json_line, printable
 
 __all__ = ["main"]
 
@@ -28,6 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
+    "state": ("agent_apps.state.cli", "copy a whole state store, between SQLite and PostgreSQL"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
 }
@@ -126,8 +128,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     """Options may come anywhere (``invoke NAME --path DIR key=value``): argparse
     only allows that per subcommand, with ``parse_intermixed_args``."""
     if argv and argv[0] in _GROUPS:
-        import importlib
-
         _start_done()  # the group's commands run their own start (the scheduler runs until stopped)
         return importlib.import_module(_GROUPS[argv[0]][0]).parse(argv)  # type: ignore[no-any-return]
     parser, commands = _parser(argv[0] if argv else None)
@@ -164,7 +164,7 @@ def _innermost_frame(exc: BaseException) -> str | None:
 
 
 def _manager(args: argparse.Namespace) -> Any:
-    from .manager import ContextManager
+    from ..manager import ContextManager
 
     for path in args.path:
         if not os.path.isdir(path):
@@ -180,7 +180,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     if args.timeout is not None:
         options["timeout"] = args.timeout
     if args.session:
-        from .state import session_id_problem
+        from ..state import session_id_problem
 
         problem = session_id_problem(args.session)
         if problem:
@@ -190,7 +190,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     """Record the decision on the call a run waits for (docs/durability.md)."""
-    from .state import open_store
+    from ..state import open_store
 
     store = open_store()
     run = store.runs.get(args.run_id)
@@ -209,12 +209,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     cm = _manager(args)
     run = cm.state.runs.get(args.run_id)
     point = cm.state.journal.checkpoint(run.id)
-    invocation = point.invocation if point is not None else {}
-    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]
+    invocation = point.invocation if point is not None and not point.invocation.get("imported") else {}
+    recorded = [p for p in invocation.get("path") or () if os.path.isdir(p)]  # never an imported file's
     cwd = invocation.get("cwd")
     if recorded or (cwd and os.path.isdir(cwd) and os.path.realpath(cwd) != os.path.realpath(cm.cwd)):
         # where the run found its skills the first time, whatever the current directory
-        from .manager import ContextManager
+        from ..manager import ContextManager
 
         cwd = cwd if cwd and os.path.isdir(cwd) else None
         cm = ContextManager(search_path=[*recorded, *args.path], cwd=cwd, state=cm.state)
@@ -226,9 +226,9 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     """Run ``start(options)`` (an invocation) with progress on stderr; print its result."""
     import asyncio
 
-    from .errors import ApprovalPending
-    from .middleware import served_agent
-    from .progress import JsonLines, ProgressPrinter
+    from ..errors import ApprovalPending
+    from ..middleware import served_agent
+    from ..progress import JsonLines, ProgressPrinter
 
     topic = f"cli.{cm.id}"
     cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
@@ -240,7 +240,7 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
         finally:
             await cm.events.drain()
 
-    from .tracing import configure_from_env
+    from ..tracing import configure_from_env
 
     configure_from_env()  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT: spans of the run
     _start_done()
@@ -276,206 +276,17 @@ def _seconds(text: str) -> float:
     return value
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    """Exit status 1 when a skill file, a package, an MCP server or the config failed to
-    load: the listing is then incomplete, and scripts and CI should notice. With
-    ``--strict``, warnings about skill files count as failures too."""
-    cm = _manager(args)
-    catalog = cm.catalog
-    errors: list[Exception] = list(cm.errors)
-    try:
-        cm.config_for(None)
-    except AgentAppsError as exc:
-        errors.append(exc)
-    if args.json:
-        entries = [
-            {
-                **entry.skill.describe(),
-                "hidden": entry.skill.hidden,
-                "shadowed_by": entry.shadowed_by.where() if entry.shadowed_by else None,
-            }
-            for entry in catalog.entries
-            if args.all or (entry.shadowed_by is None)
-        ]
-        json.dump(
-            {"skills": entries, "errors": [str(e) for e in errors], "warnings": catalog.warnings},
-            sys.stdout,
-            indent=2,
-        )
-        print()
-    else:
-        rows: list[tuple[str, ...]] = []
-        for entry in sorted(catalog.entries, key=lambda e: e.skill.name):
-            skill = entry.skill
-            if not args.all and (entry.shadowed_by is not None or skill.hidden):
-                continue
-            if args.all:
-                note = f"shadowed by {entry.shadowed_by.where()}" if entry.shadowed_by else ""
-                note += " hidden" if skill.hidden else ""
-                rows.append((skill.name, skill.origin, skill.where(), note.strip()))
-            else:
-                rows.append((skill.name, _first_line(skill.description)))
-        _table(rows, sys.stdout)
-    if errors:
-        print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
-        for error in errors:
-            print(f"  {printable(str(error))}", file=sys.stderr)
-    warnings = catalog.warnings
-    if warnings and args.strict:
-        print(f"\n{_count(len(warnings), 'warning')}, errors with --strict:", file=sys.stderr)
-        for warning in warnings:
-            print(f"  {printable(str(warning))}", file=sys.stderr)
-    elif warnings:
-        print(
-            f"\n{_count(len(warnings), 'warning')} about skill files: 'agent-apps list --strict' shows them",
-            file=sys.stderr,
-        )
-    return EXIT_FAILED if errors or (args.strict and warnings) else EXIT_OK
-
-
-def cmd_describe(args: argparse.Namespace) -> int:
-    cm = _manager(args)
-    data = cm.describe(args.name)
-    if args.stub:  # what the model reads: the typed Python stub
-        from .stubs import skill_stub
-
-        print(skill_stub(cm.get(args.name)))
-        return EXIT_OK
-    if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        print()
-        return EXIT_OK
-    skill = cm.get(args.name)
-    out = _Printable(sys.stdout)  # a skill file's text is shown, never obeyed
-    print(f"{skill.name}: {skill.description}" if skill.description else skill.name, file=out)
-    print(f"  kind: {skill.kind}, origin: {skill.origin} ({skill.where()})", file=out)
-    props = (skill.params or {}).get("properties", {})
-    required = set((skill.params or {}).get("required", ()))
-    if props:
-        print("  args:", file=out)
-        for key, schema in props.items():
-            facts = [str(schema.get("type", "any"))]
-            if key in required:
-                facts.append("required")
-            if "default" in schema:
-                facts.append(f"default {json.dumps(schema['default'])}")
-            if "enum" in schema:
-                facts.append("one of " + ", ".join(json.dumps(v) for v in schema["enum"]))
-            desc = f": {schema['description']}" if schema.get("description") else ""
-            print(f"    {key} ({', '.join(facts)}){desc}", file=out)
-    elif skill.params is None:
-        print("  args: none", file=out)
-    if skill.returns is not None:
-        print(f"  returns: {json.dumps(skill.returns)}", file=out)
-    if skill.allowed_tools is not None:
-        print(f"  allowed-tools: {skill.allowed_tools}", file=out)
-    if skill.middleware:
-        print(f"  middleware: {' '.join(skill.middleware)}", file=out)
-    if skill.hidden:
-        print("  hidden: yes", file=out)
-    if skill.guidance:
-        print("  guidance: yes (agents load it with load-skills)", file=out)
-    for key in ("license", "compatibility"):
-        if skill.extra.get(key) is not None:
-            print(f"  {key}: {skill.extra[key]}", file=out)
-    for warning in skill.warnings:
-        print(f"  warning: {warning}", file=out)
-    if skill.body:
-        print("\n" + skill.body, file=out)
-    return EXIT_OK
-
-
-def cmd_config(args: argparse.Namespace) -> int:
-    cm = _manager(args)
-    resolved = cm.config_for(args.name) if args.name else cm.cascade.resolve(None)
-    if args.json:
-        json.dump({"values": resolved.values, "sources": resolved.sources}, sys.stdout, indent=2)
-        print()
-        return EXIT_OK
-    _table(_config_rows(resolved, cm.config_keys() or {}), sys.stdout)
-    return EXIT_OK
-
-
-def _config_rows(resolved: Any, keys: dict[tuple[str, ...], str]) -> list[tuple[str, ...]]:
-    """One row per config value, cut to ``_VALUE_WIDTH`` characters (``--json`` has it all).
-
-    Only sections the key table breaks down (``model``, ``model.sandbox``, ...) are
-    shown key by key: a skill's ``returns`` schema or ``model.params`` is one row, with
-    the layers that set any part of it.
-    """
-    from .config import MAPPING, expected_type
-
-    rows: dict[str, list[str]] = {}
-    for dotted, source in sorted(resolved.sources.items()):
-        parts = tuple(dotted.split("."))
-        cut = next((i for i in range(1, len(parts)) if expected_type(keys, parts[:i]) != MAPPING), len(parts))
-        sources = rows.setdefault(".".join(parts[:cut]), [])
-        if source not in sources:
-            sources.append(source)
-    return [(key, _cut(json.dumps(_dotted(resolved.values, key))), " + ".join(src)) for key, src in rows.items()]
-
-
-_VALUE_WIDTH = 60
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 1] + "…"
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve the visible skills over MCP: stdio by default, streamable HTTP with --http."""
-    try:
-        import anyio
-
-        from .mcp import server as mcp_server
-    except ImportError as exc:
-        raise UsageError(f"'agent-apps mcp' needs the mcp package: pip install 'agent-apps[mcp]' ({exc})") from None
-    cm = _manager(args)
-    _start_done()
-    if args.http is None:
-        anyio.run(mcp_server.serve_stdio, cm)
-        return EXIT_OK
-    host, sep, port = args.http.rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", args.http
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--http {args.http}: expected HOST:PORT or PORT, with a port from 0 to 65535")
-    token = os.environ.get("AGENT_APPS_MCP_TOKEN") or None
-    if not token and host not in ("127.0.0.1", "localhost", "::1"):
-        raise UsageError(
-            f"--http {args.http} would serve every skill to the network without authentication: "
-            "set AGENT_APPS_MCP_TOKEN (clients then send 'Authorization: Bearer <token>')"
-        )
-
-    def ready(url: str) -> None:
-        auth = " (Authorization: Bearer $AGENT_APPS_MCP_TOKEN required)" if token else ""
-        print(f"agent-apps: serving MCP on {url}{auth}", file=sys.stderr, flush=True)
-
-    anyio.run(lambda: mcp_server.serve_http(cm, host, int(port), path=args.http_path, token=token, ready=ready))
-    return EXIT_OK
-
-
-def cmd_sandbox_build(args: argparse.Namespace) -> int:
-    from .sandbox import build
-
-    _start_done()
-    path = build(force=args.force)
-    print(path)
-    return EXIT_OK
-
-
 # -- helpers -------------------------------------------------------------------------
 
 
 def _is_name(ref: str) -> bool:
-    from .skill import is_skill_name
+    from ..skill import is_skill_name
 
     return is_skill_name(ref)
 
 
 def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[str, Any]:
-    from .validation import coerce_params
+    from ..validation import coerce_params
 
     call: dict[str, Any] = {}
     if args.args is not None:
@@ -518,12 +329,6 @@ def _print_result(result: Any, *, as_json: bool, out: TextIO) -> None:
         print(json_line(result, indent=2), file=out)
 
 
-def _dotted(values: dict[str, Any], key: str) -> Any:
-    for part in key.split("."):
-        values = values[part]
-    return values
-
-
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -531,24 +336,6 @@ def _count(n: int, noun: str) -> str:
 def _short_json(value: Any, limit: int = 200) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= 80 else line[:77] + "..."
-
-
-class _Printable:
-    """A text stream that escapes what it is written (see :mod:`agent_apps.terminal`)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        return self.stream.write(printable(text))
-
-    def flush(self) -> None:
-        self.stream.flush()
 
 
 def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
@@ -578,15 +365,16 @@ def _parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict[s
     )
     common.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    from . import __version__
+    from .. import __version__
 
     parser = _Parser(prog="agent-apps", description="Run and inspect skills.")
     parser.add_argument("--version", action="version", version=f"agent-apps {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     only = command if command in _COMMANDS else None
-    for name, define in _COMMANDS.items():
+    for name, where in _COMMANDS.items():
         if only in (None, name):
-            define(sub, common)
+            module, _, function = where.partition(":")
+            getattr(importlib.import_module(module), function)(sub, common)
     if only is None:
         for name, (_, text) in _GROUPS.items():  # listed in --help; parsed by their own module
             sub.add_parser(name, help=text, add_help=False)
@@ -628,65 +416,18 @@ def _resume_parser(sub: _Subparsers, common: _Parser) -> None:
     p.set_defaults(run=cmd_resume)
 
 
-def _list_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
-    p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
-    p.add_argument("--json", action="store_true", help="JSON output")
-    p.add_argument(
-        "--strict", action="store_true", help="warnings (e.g. the Agent Skills rules) are errors: exit 1"
-    )
-    p.set_defaults(run=cmd_list)
-
-
-def _describe_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--json", action="store_true", help="JSON output")
-    p.add_argument("--stub", action="store_true", help="the typed Python stub the model is shown")
-    p.set_defaults(run=cmd_describe)
-
-
-def _config_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser(
-        "config", parents=[common], help="show the resolved config cascade and where each value came from"
-    )
-    p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
-    p.add_argument("--json", action="store_true", help="JSON output")
-    p.set_defaults(run=cmd_config)
-
-
-def _mcp_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("mcp", parents=[common], help="serve the skills as MCP tools (stdio, or --http)")
-    p.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve streamable HTTP on HOST:PORT (HOST defaults to 127.0.0.1) instead of stdio; "
-        "set AGENT_APPS_MCP_TOKEN to require a bearer token",
-    )
-    p.add_argument("--http-path", default="/mcp", metavar="PATH", help="the HTTP endpoint path (default /mcp)")
-    p.set_defaults(run=cmd_mcp)
-
-
-def _sandbox_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("sandbox", help="manage the WebAssembly sandbox")
-    sandbox = p.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
-    p = sandbox.add_parser(
-        "build", parents=[common], help="build and compile the sandbox component now (else: on first use)"
-    )
-    p.add_argument("--force", action="store_true", help="rebuild even if a cached component exists")
-    p.set_defaults(run=cmd_sandbox_build)
-
-
-#: The commands this module parses, in the order ``--help`` lists them.
+#: The commands this package parses, in the order ``--help`` lists them, each as
+#: ``module:function`` of the function that adds its parser: a command's module is
+#: imported only when the command is named (or for ``--help``).
 _COMMANDS = {
-    "invoke": _invoke_parser,
-    "approve": _approve_parser,
-    "resume": _resume_parser,
-    "list": _list_parser,
-    "describe": _describe_parser,
-    "config": _config_parser,
-    "mcp": _mcp_parser,
-    "sandbox": _sandbox_parser,
+    "invoke": "agent_apps.cli:_invoke_parser",
+    "approve": "agent_apps.cli:_approve_parser",
+    "resume": "agent_apps.cli:_resume_parser",
+    "list": "agent_apps.cli.skills:_list_parser",
+    "describe": "agent_apps.cli.skills:_describe_parser",
+    "config": "agent_apps.cli.skills:_config_parser",
+    "mcp": "agent_apps.cli.mcp:_mcp_parser",
+    "sandbox": "agent_apps.cli.sandbox:_sandbox_parser",
 }
 
 

@@ -1,0 +1,215 @@
+"""What one agent run is given: its settings, fixed before its first turn.
+
+:func:`settle` builds them once, from the ``agent`` skill's args, the config cascade
+and the agents above, and refuses what is wrong before anything starts: no model is
+called and no agent is counted in the run tree. They never change afterwards (the
+dataclass is frozen). What changes while the run goes is in :mod:`.run_state`.
+pydantic-ai draws the same line between ``GraphAgentDeps`` and ``GraphAgentState``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..authority import check_untrusted_agent_args
+from ..budget import Supervision, supervision_config
+from ..config import call_config
+from ..errors import ArgsInvalid, ToolNotAllowed
+from ..run_record import AgentLimits
+from ..skill import is_skill_name
+from ..state.sessions import session_id_problem
+from ..validation import schema_error
+from .limits import agent_limits, tool_timeout
+from .recorder import RETENTIONS
+from .workspace import resolve_workspace
+
+if TYPE_CHECKING:
+    from ..context import Context
+
+__all__ = ["RunSettings", "settle"]
+
+#: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
+_EXCLUDED = ("agent", "agent-execute")
+_PROMPT = "You are a capable agent. Do the task you are given."
+_USER_MESSAGE = "Do the task."
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The fixed inputs of one agent run (see the module docstring)."""
+
+    #: The invocation this agent serves: the prompt skill (through agent-execute), or
+    #: the skill that called ``agent`` directly.
+    served: Context
+    #: Middleware mode: the served skill is a prompt skill with ``role: middleware``,
+    #: and this agent serves the call that middleware wraps (else None).
+    serving: Context | None
+    #: The display name, in events, logs and errors.
+    name: str
+    #: The provider skill that runs the model loop (``model.agent``).
+    provider: str
+    #: The resolved ``model`` config, the call layer included; the provider gets it whole.
+    config: dict[str, Any]
+    #: ``model.workspace`` as an absolute folder (docs/context.md), or None.
+    workspace: Path | None
+    #: The JSON Schema the ``finish()`` value must match, or None.
+    returns: Any
+    #: ``model.persistent``: the run never ends on its own.
+    persistent: bool
+    #: Turns, steps and sandbox limits, each lowered to the enclosing agent's.
+    limits: AgentLimits
+    #: How often a retryable model error is retried.
+    max_retries: int
+    #: The allowed-tools of the agent's code (None: every visible skill).
+    allowed_tools: str | None
+    #: The served skill's own folder, which the agent's code may read.
+    skill_dir: str | None
+    #: The role layer of the system prompt.
+    prompt: str
+    #: The task: the first user message.
+    user_message: str
+    #: What the caller seeds the sandbox's ``memory`` with.
+    memory: Mapping[str, Any]
+    #: ``model.retention``: what is kept once the run ends (recorder.py).
+    retention: str
+    #: The session this run continues, or None.
+    session: str | None
+    #: Budgets, spawn limits, priority and price (budget.py).
+    supervision: Supervision
+    #: ``model.parallel_tool_calls``: the calls of one answer run as one sandbox run.
+    parallel: bool
+    #: Seconds one invoke call may take (``model.tool_timeout``), or None.
+    tool_timeout: float | None
+    #: The event-bus topic of the run's events, or None (no events).
+    topic: str | None
+    #: Skills hidden from the agent's code: its own, its provider, its ancestors'.
+    exclude: tuple[str, ...]
+    #: The model-level middleware and guardrails of the agent whose code started this
+    #: one, which it keeps (None: not started by agent code).
+    inherited: tuple[list[Any], list[Any]] | None
+    #: The context id of the enclosing agent's served invocation, or None.
+    ancestor_context_id: str | None
+
+    @property
+    def max_turns(self) -> float:
+        return self.limits.max_turns
+
+    @property
+    def max_steps(self) -> int:
+        return self.limits.max_steps
+
+    def scope(self) -> dict[str, Any]:
+        """The ``agent`` nonlocal of the served invocation: what the skills its code
+        calls and the agents below it read (mutable: loaded guidance is added to it)."""
+        return {
+            "events": self.topic,
+            "context_id": self.served.id,
+            "ancestor_context_id": self.ancestor_context_id,
+            # what skill-list and skill-describe hide from this agent's code
+            "skill_name": self.served.skill.name,
+            "exclude": list(self.exclude),
+            # the served skill's own folder, which this agent's code may read (tools/paths)
+            "skill_dir": self.skill_dir,
+            # its workspace (memory-search), the guidance it loaded and their folders
+            "workspace": str(self.workspace) if self.workspace is not None else None,
+            "loaded_skills": [],
+            "loaded_folders": [],
+            "retention": self.retention,
+        }
+
+
+def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
+    """The settings of the agent run ``ctx`` (an invocation of ``agent``) with ``args``,
+    checked: a refusal names the arg at fault (:class:`ArgsInvalid`), or says that agent
+    code may not ask for it (:class:`ToolNotAllowed`)."""
+    cm = ctx.manager.context_manager
+    served = ctx.target or ctx.parent or ctx
+    served_skill = served.skill
+    serving = served.target if served_skill.is_middleware and served_skill.kind == "prompt" else None
+    caller = ctx.parent
+    untrusted_caller = caller is not None and bool(caller.internals.get("untrusted"))
+    if untrusted_caller:
+        check_untrusted_agent_args(caller.skill, ctx.skill, args, cm.catalog.skills)  # type: ignore[union-attr]
+    # The call layer: every invoke(..., config=...) above this run (a prompt skill
+    # invoked with config={"model": ...} included), then the agent's own config arg.
+    call = call_config(ctx, {"model": dict(args.get("config") or {})})
+    resolved = cm.config_for(served_skill, call)
+    config: dict[str, Any] = resolved.values["model"]
+    workspace = resolve_workspace(cm, served_skill, call)
+    if workspace is not None:
+        config["workspace"] = str(workspace)
+    returns = args.get("returns")
+    problem = schema_error(returns) if returns is not None else None
+    if problem is not None:  # refused before the model is called, not at finish()
+        raise ArgsInvalid(ctx.skill.name, "returns", problem)
+    persistent = bool(config.get("persistent"))
+    if persistent and returns is not None:
+        raise ArgsInvalid(
+            ctx.skill.name, "returns", "persistent mode never ends, so it cannot be combined with 'returns'"
+        )
+    limits = agent_limits(ctx, config, persistent)
+    max_retries = int(config.get("max_retries", 3))
+    allowed_tools: str | None = args.get("allowed_tools")
+    if untrusted_caller and "allowed_tools" not in args:
+        # a sub-agent started by agent code sees no more than that code does
+        allowed_tools = caller.skill.allowed_tools  # type: ignore[union-attr]
+    retention: str = config.get("retention") or "permanent"
+    if retention not in RETENTIONS:
+        raise ArgsInvalid(ctx.skill.name, "config.retention", f"must be one of {', '.join(RETENTIONS)}")
+    # A session continues only for the agent an invocation serves: sub-agents started by
+    # agent code never write into their caller's.
+    session = ctx.internals.get("session") or served.internals.get("session")
+    if session is not None:
+        if untrusted_caller:
+            raise ToolNotAllowed(caller.skill.name, ctx.skill.name, "agent code may not choose a session")  # type: ignore[union-attr]
+        problem = session_id_problem(session)
+        if problem:
+            raise ArgsInvalid(ctx.skill.name, "session", problem)
+    supervision = supervision_config(resolved, model_id=config.get("model_id"))
+    timeout = tool_timeout(ctx, config.get("tool_timeout"))
+    provider: str = config.get("agent") or "agent-strands"
+    if not is_skill_name(provider):
+        raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {provider!r}")
+    parent_scope = ctx.nonlocals.get("agent") or {}
+    # Nested agents hide the skills their ancestors serve, too (no loops through them).
+    inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
+    return RunSettings(
+        served=served,
+        serving=serving,
+        name=args.get("name") or served_skill.name,
+        provider=provider,
+        config=config,
+        workspace=workspace,
+        returns=returns,
+        persistent=persistent,
+        limits=limits,
+        max_retries=max_retries,
+        allowed_tools=allowed_tools,
+        skill_dir=served_skill.folder,
+        prompt=args.get("prompt") or _PROMPT,
+        user_message=args.get("user_message") or _USER_MESSAGE,
+        memory=dict(args.get("memory") or {}),
+        retention=retention,
+        session=session,
+        supervision=supervision,
+        parallel=bool(config.get("parallel_tool_calls", True)),
+        tool_timeout=timeout,
+        topic=args.get("events") or parent_scope.get("events"),
+        exclude=(*_EXCLUDED, ctx.skill.name, provider, *filter(None, inherited)),
+        inherited=parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None,
+        ancestor_context_id=parent_scope.get("context_id"),
+    )
+
+
+def _below_agent_code(ctx: Context) -> bool:
+    """Whether this agent run was started, at any depth, by an agent's code (not by
+    the policy around the agent's model calls, as a guardrail or middleware agent is)."""
+    node = ctx.parent
+    while node is not None and node.skill.name != "agent":
+        if node.internals.get("untrusted"):
+            return True
+        node = node.parent
+    return False

@@ -1,0 +1,230 @@
+"""The state store on SQLite: one embedded file, the default backend.
+
+* **WAL** journal, ``synchronous=NORMAL``: readers never wait for the writer, a commit
+  costs no fsync, and a killed process (``kill -9``) loses at most the transaction it
+  was in; a committed one survives and the file is never left corrupt.
+* **Short write transactions** taken with ``BEGIN IMMEDIATE``, so a writer waits for
+  the lock (up to :data:`BUSY_TIMEOUT`) instead of failing on a lock upgrade; several
+  processes can share the file. A write transaction holds the whole file: the
+  concept modules' row locks (:attr:`Dialect.for_update`) are not needed here.
+* **One connection, one thread**: the threads of a process share the connection under
+  a lock (SQLite serializes writers anyway; one connection keeps the cost per call
+  low), and :meth:`Database.call` runs work on one thread of the store's own. A
+  database kept busy by another process then stalls that thread, never the event loop
+  (measured by ``benchmarks/bench_sessions.py``).
+* ``PRAGMA user_version`` counts the migrations applied; ``PRAGMA application_id``
+  marks the file as agent-apps'. A newer schema, another program's SQLite file or a
+  **corrupt** file raises :class:`StateError` naming the file; nothing is changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ._db import MEMORY, Database, Dialect, opened
+from .errors import StateError
+from .schema import APPLICATION_ID, MIGRATIONS
+
+__all__ = ["BUSY_TIMEOUT", "SQLITE", "SQLiteDatabase"]
+
+#: Seconds a write waits for another process's transaction before giving up.
+BUSY_TIMEOUT = 10.0
+
+SQLITE = Dialect(
+    name="sqlite",
+    for_update="",
+    skip_locked="",
+    fts_term='"{}"',
+    fts_any=" OR ",
+    fts_count="SELECT count(*) FROM memory_chunks WHERE memory_chunks MATCH ?",
+    fts_search=(
+        "SELECT rowid, text, heading, line, -bm25(memory_chunks, 1.0, 0.3) AS score FROM memory_chunks "
+        "WHERE memory_chunks MATCH ? AND ({ranges}) ORDER BY score DESC LIMIT ?"
+    ),
+    sync_ids="",
+)
+
+
+class SQLiteDatabase(Database):
+    """A lazily opened SQLite file (or ``:memory:``), shared by the threads of one process."""
+
+    dialect = SQLITE
+
+    def __init__(self, path: str) -> None:
+        path = MEMORY if path == MEMORY else str(Path(path).expanduser())
+        super().__init__(path, path)
+        self._conn: sqlite3.Connection | None = None
+
+    # -- access ------------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:
+                        conn.rollback()
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
+                conn.commit()
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise self._error(exc) from exc
+
+    @property
+    def opened(self) -> bool:
+        return self._conn is not None
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- opening -----------------------------------------------------------------------
+
+    def _forget(self) -> None:
+        self._conn = None  # not closed: SQLite's connection must not be used across a fork at all
+
+    def _connect(self) -> sqlite3.Connection:
+        self.forked()
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._open()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path != MEMORY:
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StateError(f"cannot create its folder: {exc.strerror}", path=self.path) from None
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot open it: {exc}", path=self.path) from None
+        try:
+            self._check(conn)
+            if self.path != MEMORY:
+                _wal(conn)
+                conn.execute("PRAGMA journal_size_limit = 16777216")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # deleted content (retention, rm) is overwritten, not left in free pages
+            conn.execute("PRAGMA secure_delete = ON")
+            self._migrate(conn)
+            for fn in self._on_open:
+                opened(fn, conn)
+        except StateError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._error(exc) from None
+        return conn
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse what is not ours, or newer than us, before writing anything."""
+        # one read transaction: the three reads see one state of the file, not a
+        # migration another process commits between them
+        conn.execute("BEGIN")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # raises on a non-database
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
+        if version > len(MIGRATIONS):
+            raise StateError(
+                f"it was written by a newer agent-apps (schema version {version}; this version knows up to "
+                f"{len(MIGRATIONS)}): upgrade agent-apps, or point AGENT_APPS_STATE or state.path at another file",
+                path=self.path,
+            )
+        if (version and app != APPLICATION_ID) or (not version and tables):
+            raise StateError(
+                "it is an SQLite database of another program, not an agent-apps state store "
+                "(nothing was changed); point AGENT_APPS_STATE or state.path at another file",
+                path=self.path,
+            )
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # read again under the write lock: another process may have just migrated
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version + 1, len(MIGRATIONS) + 1):
+                for statement in _statements(MIGRATIONS[number - 1].sqlite):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            conn.commit()
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+
+    def _error(self, exc: sqlite3.Error) -> StateError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StateError(
+                f"another process kept it locked for more than {BUSY_TIMEOUT:g} s ({text})", path=self.path
+            )
+        if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+            return StateError(
+                f"the file is damaged or not a database ({text}); nothing was changed: move it away to start "
+                "a new store, or restore a backup",
+                path=self.path,
+            )
+        return StateError(f"{type(exc).__name__}: {text}", path=self.path)
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The complete SQL statements of a script (``executescript`` would commit)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. On a new file several processes may do this at once, and SQLite
+    answers "locked" at once, without the busy timeout: wait and try again."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
