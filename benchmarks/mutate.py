@@ -74,7 +74,10 @@ TARGETS: dict[str, Target] = {
     ),
     "authority": Target(
         ("agent_apps/authority.py",),
-        ("tests/test_authority.py", "tests/agent/test_agent.py", "tests/agent/test_redteam.py"),
+        (
+            "tests/test_authority.py", "tests/scheduling/test_authority.py", "tests/sandbox/test_ref_taking_skills.py",
+            "tests/state/test_run_import.py", "tests/agent/test_agent.py", "tests/agent/test_redteam.py",
+        ),
     ),
     # The agent's side of the untrusted-call checks, wherever agent/run.py's code lives.
     "agent_untrusted": Target(
@@ -86,9 +89,9 @@ TARGETS: dict[str, Target] = {
         pattern=r"untrusted",
     ),
     "mcp_server_auth": Target(
-        ("agent_apps/mcp/server.py",),
+        ("agent_apps/mcp/transports.py", "agent_apps/mcp/schemas.py", "agent_apps/mcp/server.py"),
         ("tests/mcp/test_http_guards.py", "tests/mcp/test_mcp_transports.py", "tests/mcp/test_mcp_refs.py"),
-        scope=("BearerGuard", "serving_http", "expose_refs", "tool_name_for_ref", "SkillServer._call"),
+        scope=("BearerGuard", "serving_http", "expose_refs", "tool_name_for_ref", "SkillServer._lookup"),
     ),
     "budget": Target(
         ("agent_apps/budget.py",),
@@ -138,11 +141,11 @@ EQUIVALENT: dict[str, str] = {
         "os.path.join(workspace, p) is p itself for an absolute p: joining changes nothing",
     """agent_apps/tools/paths.py:_entry: ("/", "~", "*") -> without '~'""":
         "expanduser makes a ~ path absolute, and joining the workspace to an absolute path changes nothing",
-    """agent_apps/mcp/server.py:BearerGuard.__call__: scope.get("headers") or () -> scope.get('headers')""":
+    """agent_apps/mcp/transports.py:BearerGuard.__call__: scope.get("headers") or () -> scope.get('headers')""":
         "an ASGI HTTP scope always carries headers (the ASGI spec requires the key; uvicorn always sets it)",
-    "agent_apps/mcp/server.py:expose_refs: 32 -> 31":
+    "agent_apps/mcp/transports.py:expose_refs: 32 -> 31":
         "31 random bytes are as unguessable as 32; no behaviour reads the length",
-    "agent_apps/mcp/server.py:expose_refs: 32 -> 33":
+    "agent_apps/mcp/transports.py:expose_refs: 32 -> 33":
         "33 random bytes are as unguessable as 32; no behaviour reads the length",
     """agent_apps/_json.py:loads: isinstance(text, str) and not text.startswith("\\ufeff") -> isinstance(text, str)""":
         "text starting with a BOM is refused either way (a JSONDecodeError, a ValueError); only the message differs",
@@ -250,6 +253,12 @@ EQUIVALENT: dict[str, str] = {
         "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
     "agent_apps/state/journal.py:_dump: False -> True":
         "ensure_ascii: the stored JSON text escapes non-ASCII, and decodes to the same value",
+    """agent_apps/state/journal.py:Journal.restore: None if checkpoint.get("decision") is None else """
+    """_dump(checkpoint["dec… -> None if not checkpoint.get('decision') is None else _dump(checkpoint[…""":
+        "an imported checkpoint never holds a decision (run_snapshot refuses one): restore only ever writes none",
+    """agent_apps/state/journal.py:Journal.restore: checkpoint.get("decision") is None -> """
+    """checkpoint.get('decision') is not None""":
+        "an imported checkpoint never holds a decision (run_snapshot refuses one): restore only ever writes none",
     "agent_apps/_json.py:loads: brackets > max_depth -> brackets >= max_depth":
         "the bracket count only spares the walk; walking one more text changes no result",
 }

@@ -181,19 +181,38 @@ async def test_each_resume_counts_as_an_attempt(cm):
     assert cm.state.journal.checkpoint(run_id).attempts == 3
 
 
-async def test_a_decided_run_moved_to_another_store_keeps_its_decision(cm, tmp_path):
+async def test_a_run_moved_to_another_store_is_decided_there_and_keeps_its_attempts(skills_path, tmp_path):
+    """Approved here, exported, imported elsewhere: the decision stays here (the importing
+    user decides), the count of attempts travels. (The ask policy is the project's: an
+    imported run brings model config only.)"""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent-apps.yaml").write_text(
+        "security: {mode: unattended, policy: {unattended: {ask: [file-write]}}}\n"
+    )
+
+    def manager(state: str) -> ContextManager:
+        return ContextManager(search_path=[skills_path], cwd=project, home=tmp_path / "home", env=False,
+                              project=True, user=False, entry_points=False, state=state)  # fmt: skip
+
+    here = manager(str(tmp_path / "here.db"))
+    turns = [{"code": WRITE}, {"code": WRITE.replace("out.txt", "two.txt")}, {"text": "Done."}]
     with pytest.raises(ApprovalPending) as info:
-        await cm.invoke("agent", scripted([{"code": WRITE}, {"text": "Done."}]), config=ASK_WRITE)
+        await here.invoke("agent", scripted(turns))
     run_id = info.value.run_id
-    cm.approve(run_id)
-    snapshot = export_run(cm.state, run_id)
-    moved = ContextManager(search_path=[r.path for r in cm.roots() if r.origin == "path"], cwd=cm.cwd,
-                           home=cm.home, env=False, project=False, user=False, entry_points=False,
-                           state=str(tmp_path / "other.db"))  # fmt: skip
-    import_run(moved.state, snapshot)
-    assert moved.state.journal.checkpoint(run_id).decision["action"] == "approve"
-    assert await moved.resume(run_id) == "Done."  # approved once, not asked again
-    assert (cm.cwd / "out.txt").read_text() == "x"
+    here.approve(run_id)
+    with pytest.raises(ApprovalPending):  # a second attempt, waiting for the second write
+        await here.resume(run_id)
+    here.approve(run_id)
+    moved = manager(str(tmp_path / "other.db"))
+    import_run(moved.state, export_run(here.state, run_id))
+    point = moved.state.journal.checkpoint(run_id)
+    assert point.decision is None and point.attempts == 2
+    with pytest.raises(NotResumable, match="waits for approval of file-write"):
+        await moved.resume(run_id)
+    moved.approve(run_id)
+    assert await moved.resume(run_id) == "Done."
+    assert (project / "two.txt").read_text() == "x"
 
 
 async def test_the_journal_store_refuses_what_it_cannot_record(cm):

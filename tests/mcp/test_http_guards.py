@@ -15,7 +15,7 @@ import anyio
 import httpx2
 import pytest
 
-from agent_apps.mcp.server import expose_refs, serving_http
+from agent_apps.mcp.transports import expose_refs, serving_http
 
 pytestmark = pytest.mark.anyio
 
