@@ -229,11 +229,12 @@ class Recorder:
 
     # -- the end -----------------------------------------------------------------------
 
-    async def finish(self, status: str, *, result: Any = None, error: BaseException | None = None) -> None:
-        """The run ended with ``status``: its final report, and what retention removes."""
+    async def finish(self, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """The run ended with ``status``: its final report (with ``error``, its type and
+        message, when it failed), and what retention removes."""
         self.report["status"] = status
         if error is not None:
-            self.report["error"] = {"type": type(error).__name__, "message": str(error)}
+            self.report["error"] = error
         elif self.keeps_content:
             self.report["result"] = result
         report = self._report(final=True)

@@ -152,7 +152,8 @@ class AgentRun:
         except BaseException as exc:
             status = self.state.status  # set by the steps for the errors they know
             # shielded: a second cancel of this task must not lose the run's final status
-            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=exc))
+            error = {key: value for key, value in self._error_of(exc).items() if key in ("type", "message")}
+            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=error))
             raise
 
     async def _open(self) -> Recorder:
@@ -385,10 +386,17 @@ class AgentRun:
         elif state.status == "running":
             state.status = _STATUS_OF.get(type(exc), "error")
         reported = halted if halted is not None else over if over is not None else exc
-        cancelled = {"type": "Cancelled", "message": "cancelled"}
-        error = reported.to_json() if isinstance(reported, AgentAppsError) else cancelled
-        self.reporter.emit("agent-error", error=error, status=state.status)
+        self.reporter.emit("agent-error", error=self._error_of(reported), status=state.status)
         return halted, over
+
+    def _error_of(self, exc: BaseException) -> dict[str, Any]:
+        """What the run's events and its report say of the error it ended with: a task
+        cancelled under it reads as the cancellation it is, with the signal's reason."""
+        if isinstance(exc, AgentAppsError):
+            return exc.to_json()
+        if isinstance(exc, asyncio.CancelledError):
+            return {"type": "Cancelled", "message": self.ctx.signal.reason or "cancelled"}
+        return {"type": type(exc).__name__, "message": str(exc)}
 
 
 def _takes_arg(provider: Skill, arg: str) -> bool:

@@ -73,9 +73,13 @@ class InputFile:
         return total
 
     def _mismatch(self, result: Done, why: str) -> str:
+        if not result.ok:  # the line of a run that failed, fixed since: the usual case
+            fix = "that run failed: add --rerun-failed to run the failed inputs again, as they are now"
+        else:
+            fix = "resume with the same --input and NAME, or write to a new --output"
         return (
             f"{result.file}:{result.line}: the result for index {result.index} was not made from this input with "
-            f"{self.name} ({why}): resume with the same --input and NAME, or write to a new --output"
+            f"{self.name} ({why}): {fix}"
         )
 
     def inputs(self, skip: set[int] | dict[int, Any]) -> Iterator[BatchInput]:

@@ -16,11 +16,19 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``scheduler ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_args(argv[1:])
+    args.command = "scheduler"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``scheduler`` (also the shell's completion of it)."""
     parser = argparse.ArgumentParser(
         prog="agent-apps scheduler",
         description="Run the due schedules of the state store until Ctrl-C. Schedules are made with the "
@@ -41,10 +49,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="how late a due time still runs under catch_up: none (default 60)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_args(argv[1:])
-    args.command = "scheduler"
-    args.run = run
-    return args
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     store = cm.state
     schedules = store.schedules.list()
     due = [s.next_at for s in schedules if s.next_at is not None]
-    from .timing import iso
+    from ..timing import iso
 
     print(
         f"agent-apps scheduler: {len(schedules)} schedule(s) in {store.path}"

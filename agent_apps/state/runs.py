@@ -219,6 +219,18 @@ class Runs:
         with self.db.read() as conn:
             return [RunInfo(*row) for row in conn.execute(sql, params).fetchall()]
 
+    def prune(self, before: float, *, dry_run: bool = False) -> builtins.list[RunInfo]:
+        """Delete the runs that ended before ``before`` (a time), with their agents'
+        reports, journals and checkpoints; returns them. A run still recorded as running
+        is kept, however old: ``runs show`` says whether its process is gone."""
+        where = "FROM runs WHERE status != 'running' AND COALESCE(ended_at, started_at) < ?"
+        with self.db.read() as conn:
+            rows = conn.execute(f"SELECT {_RUN_COLUMNS} {where} ORDER BY started_at, id", (before,)).fetchall()
+        if rows and not dry_run:
+            with self.db.write() as conn:
+                conn.executemany("DELETE FROM runs WHERE id = ?", [(row[0],) for row in rows])
+        return [RunInfo(*row) for row in rows]
+
     def get(self, run_id: str) -> RunInfo:
         """The run of that id, or of a unique prefix of it (as printed by ``runs list``)."""
         with self.db.read() as conn:

@@ -143,6 +143,21 @@ def test_rerun_failed_runs_the_failures_again(batch, tmp_path, skills):
     assert [(line["index"], line["ok"]) for line in read_lines(out)] == [(0, True), (1, True)]
 
 
+def test_a_failed_input_line_fixed_is_run_again_with_rerun_failed(batch, tmp_path):
+    """Before: --resume after fixing a failed line refused the results file and named
+    only --input and a new --output, not --rerun-failed."""
+    tasks = write_lines(tmp_path / "tasks.jsonl", [{"text": "a b"}, {"text": 3}, {"text": "c"}])
+    out = tmp_path / "results.jsonl"
+    status, err = batch("count", "--input", str(tasks), "--output", str(out))
+    assert status == 1 and err.splitlines()[-1].endswith("(once fixed, --resume --rerun-failed runs them again)")
+    write_lines(tasks, [{"text": "a b"}, {"text": "x y z"}, {"text": "c"}])  # the fix, in the input
+    status, err = batch("count", "--input", str(tasks), "--output", str(out), "--resume")
+    assert status == 2 and "that run failed: add --rerun-failed to run the failed inputs again" in err
+    status, err = batch("count", "--input", str(tasks), "--output", str(out), "--resume", "--rerun-failed")
+    assert status == 0, err
+    assert sorted((line["index"], line["result"]) for line in read_lines(out)) == [(0, 2), (1, 3), (2, 1)]
+
+
 def test_bad_command_lines_exit_2(batch, tmp_path):
     tasks = write_lines(tmp_path / "tasks.jsonl", [{"text": "a"}])
     out = str(tmp_path / "results.jsonl")

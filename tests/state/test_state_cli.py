@@ -97,6 +97,66 @@ def test_runs_list_and_show(capsys, skills, state_location, monkeypatch):
     assert code == 2 and "no run 'ffffffff'" in err
 
 
+SLOW = """
+---
+description: Waits.
+metadata:
+  model:
+    agent: agent-scripted
+    script:
+      - code: |
+          import asyncio
+          await asyncio.sleep(60)
+      - text: "Done."
+---
+Wait.
+"""
+
+
+def test_a_cancelled_agent_shows_the_reason_it_was_cancelled(capsys, skills):
+    """Before: ``runs show`` printed an empty ``error: CancelledError:`` for an agent whose
+    run timed out."""
+    (skills / "slow.skill.md").write_text(textwrap.dedent(SLOW).lstrip())
+    code, _, err = run(capsys, "invoke", "slow", "--path", skills, "--timeout", "1")
+    assert code == 1 and "timed out after 1 s" in err
+    code, out, _ = run(capsys, "runs", "list", "--json")
+    (listed,) = json.loads(out)
+    code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
+    assert json.loads(out)["agents"][0]["report"]["error"] == {"type": "Cancelled", "message": "timed out after 1 s"}
+    code, out, _ = run(capsys, "runs", "show", listed["id"])
+    assert "    error: Cancelled: timed out after 1 s\n" in out
+
+
+@pytest.mark.parametrize("limit", ["-3", "x", "1.5"])
+def test_runs_list_refuses_a_limit_that_is_not_a_count(capsys, limit):
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "list", "--limit", limit])
+    assert info.value.code == 2 and capsys.readouterr().err.splitlines()[-1].startswith("error: argument --limit: ")
+
+
+def test_prune_runs_and_sessions_by_age(capsys, skills, tmp_path):
+    for session in ("old", "new"):
+        run(capsys, "invoke", "counter", "--path", skills, "--session", session, "task=x")
+    store = StateStore(os.environ.get("AGENT_APPS_STATE") or agent_apps_home() / "state.db")
+    with store.db.write() as conn:  # the "old" session and its run, 40 days back
+        conn.execute("UPDATE sessions SET updated_at = updated_at - 40 * 86400 WHERE id = 'old'")
+        conn.execute("UPDATE runs SET started_at = started_at - 40 * 86400, ended_at = ended_at - 40 * 86400 "
+                     "WHERE id IN (SELECT run_id FROM agents WHERE session_id = 'old')")
+    code, out, err = run(capsys, "runs", "prune", "--older-than", "30d", "--dry-run")
+    assert code == 0 and err == "would remove 1 run older than 30d\n" and "counter" in out
+    assert len(store.runs.list()) == 2
+    code, out, err = run(capsys, "runs", "prune", "--older-than", "30d")
+    assert code == 0 and err == "removed 1 run older than 30d\n"
+    assert [r.id for r in store.runs.list()] == [r.id for r in store.runs.list(session="new")]
+    code, out, err = run(capsys, "sessions", "prune", "--older-than", "4w")
+    assert code == 0 and out.splitlines()[1].split()[0] == "old" and err == "removed 1 session older than 4w\n"
+    assert [s.id for s in store.sessions.list()] == ["new"]
+    assert run(capsys, "runs", "prune", "--older-than", "30d")[2] == "removed 0 runs older than 30d\n"
+    with pytest.raises(SystemExit):
+        main(["runs", "prune", "--older-than", "soon"])
+    assert "a number and a unit (s, m, h, d, w), like 30d, not 'soon'" in capsys.readouterr().err
+
+
 def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     lines = ["{", '  "format": "agent-apps/session",', '  "version": 1,', '  "id": "x",', '  "messages": [']

@@ -49,7 +49,7 @@ import signal as _signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from acp.schema import (
 from agent_apps.agent.prompt import INVOKE_TOOL
 from agent_apps.errors import AgentAppsError, Cancelled
 from agent_apps.mcp import expose_refs
+from agent_apps.mcp.bridge import ALIVE_ENV, RUN_LOCK, hold_run_lock
 from agent_apps.tools.errors import PermissionDenied
 from agent_apps.tools.middleware import permit
 from agent_apps.tools.subprocess import build_env
@@ -79,6 +80,10 @@ log = logging.getLogger("agent_apps.acp")
 DEFAULT_STARTUP_TIMEOUT = 30.0
 #: How long a cancelled prompt may take to end before the process is killed.
 CANCEL_GRACE = 5.0
+#: How long the run's processes get to end at each step, and the signal that starts it:
+#: after their input closed, after SIGTERM, after SIGKILL (the CLI's group; each stdio bridge).
+STOP_STEPS: tuple[tuple[int | None, float], ...] = ((None, 0.5), (_signal.SIGTERM, 2.0), (_signal.SIGKILL, 5.0))
+_STOP_POLL = 0.01
 #: How long an ``invoke`` call waits for the CLI's announcement of it (its ``tool_call``
 #: update), so that everything the CLI said before the call is reported before it.
 ANNOUNCE_WAIT = 0.5
@@ -144,6 +149,7 @@ class AcpRun:
         self.startup_timeout = float(config.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
         self.cwd = str(Path(config.get("cwd") or ctx.manager.context_manager.cwd).expanduser().resolve())
         self.process: asyncio.subprocess.Process | None = None
+        self.bridges = ""  # the folder where stdio bridges hold their locks while they live
         self.stderr: Any = None
         self.noise: list[str] = []
         self.conn: Any = None
@@ -184,6 +190,8 @@ class AcpRun:
                 endpoint = await stack.enter_async_context(
                     expose_refs(ctx, {"invoke": ref}, render=_tool_result, elicit=False)
                 )
+                self.bridges = stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-apps-acp-"))
+                stack.push_async_callback(self._bridges_gone, hold_run_lock(self.bridges))  # once the CLI is gone
                 reader = await stack.enter_async_context(self._spawn())
                 assert self.process is not None and self.process.stdin is not None
                 self.conn = acp.connect_to_agent(_Client(self), self.process.stdin, reader)
@@ -248,8 +256,14 @@ class AcpRun:
         """Send one prompt and report what the agent streams until it returns; returns
         ``(response, None)`` or ``(None, error message)``."""
         prompt = [acp.text_block(text) for text in texts]
-        task = asyncio.ensure_future(self.conn.prompt(session_id=self.session_id, prompt=prompt))
+        task = _task(self.conn.prompt(session_id=self.session_id, prompt=prompt))
         task.add_done_callback(lambda _: self.updates.put_nowait(_DONE))
+        try:
+            return await self._report_updates(task)
+        finally:
+            task.cancel()  # this run left early (cancelled): the prompt ends with it
+
+    async def _report_updates(self, task: asyncio.Task[Any]) -> tuple[Any, str | None]:
         while True:
             timeout = None
             if self.cancel_sent is not None:
@@ -257,7 +271,6 @@ class AcpRun:
             try:
                 item = await asyncio.wait_for(self.updates.get(), timeout)
             except TimeoutError:  # the agent ignores session/cancel: the process is killed on the way out
-                task.cancel()
                 return None, None
             if item is _DONE:
                 break
@@ -381,7 +394,7 @@ class AcpRun:
                 reason = directive.get("deny") if directive else "the run has ended"
                 result: dict[str, Any] = {"text": f"Tool call denied: {reason}", "error": True}
                 await self._guarded_hook({**call, "type": "tool-result", "result": result})
-                self.results_seen = True
+                self._result_given()
                 return result
         self.serving[call_id] = code
         try:
@@ -393,9 +406,18 @@ class AcpRun:
             self.serving.pop(call_id, None)
         async with self.lock:
             self.conversation_chars += len(code) + len(str(result.get("text", "")))
-            self.results_seen = True
+            self._result_given()
             await self._guarded_hook({**call, "type": "tool-result", "result": result})
         return result
+
+    def _result_given(self) -> None:
+        """The CLI has our result: what it says next is its next turn. A CLI that announces
+        its calls also reports their end in its stream (``tool_call_update``), in order
+        with the rest, where :meth:`_on_update` sees it; so only for one that does not is
+        the answer we gave it the mark. (Read from here, the mark raced the stream: a call
+        announced with this one but read after its result opened a turn of its own.)"""
+        if not self.announcing:
+            self.results_seen = True
 
     async def _await_announcement(self, code: str) -> None:
         if self.announcing is False:
@@ -485,8 +507,7 @@ class AcpRun:
             return
         self.cancel_sent = time.monotonic()
         if self.conn is not None and self.session_id is not None:
-            future = asyncio.ensure_future(self.conn.cancel(session_id=self.session_id))
-            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            _task(self.conn.cancel(session_id=self.session_id))
 
     async def _close_connection(self) -> None:
         if self.session_id is not None and self.cancel_sent is None and self.stopped is _UNSET:
@@ -554,29 +575,38 @@ class AcpRun:
             reader.feed_eof()
 
     async def _stop_process(self) -> None:
-        """Close its stdin (ACP agents exit on EOF), then terminate and kill the group."""
+        """Close its stdin (ACP agents exit on EOF), then terminate and kill its group;
+        return once the last process of the group is gone (the CLI, and whatever it started
+        and left in its group)."""
         process = self.process
         if process is None:
             return
         if process.stdin is not None:
             with contextlib.suppress(Exception):
                 process.stdin.close()
-        for sig, wait in ((None, 0.5), (_signal.SIGTERM, 2.0), (_signal.SIGKILL, 5.0)):
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, sig)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), wait)
-                if sig is not None or process.returncode is not None:
-                    break
-        # a process that exited on its own may have left children in its group
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, _signal.SIGKILL)
+        await _end(
+            lambda sig: os.killpg(process.pid, sig),
+            lambda: process.returncode is not None and not _group_alive(process.pid),
+        )
+
+    async def _bridges_gone(self, run_lock: int) -> None:
+        """Free the run's lock, then return once every stdio bridge to our MCP endpoint is
+        gone; end one that stays.
+
+        The CLI starts a bridge (``python -m agent_apps.mcp.bridge``) as a stdio MCP
+        server, and may put it in a session of its own, where the group's signals do not
+        reach (the MCP SDK's stdio client does): each bridge holds a lock of its own in
+        :attr:`bridges` while it lives (see :mod:`agent_apps.mcp.bridge`).
+        """
+        os.close(run_lock)  # a bridge that starts from now on ends at once
+        for name in sorted(os.listdir(self.bridges)):
+            if name != RUN_LOCK:
+                await _bridge_gone(os.path.join(self.bridges, name))
 
     async def _startup(self, request: Any, step: str) -> Any:
         """One startup request, bounded, with the process's exit as a clear error."""
         assert self.process is not None
-        task = asyncio.ensure_future(request)
+        task = _task(request)
         exited = asyncio.ensure_future(self.process.wait())
         cancelled = asyncio.ensure_future(self.ctx.signal.wait())
         try:
@@ -640,7 +670,8 @@ class AcpRun:
         if transport == "http" or (transport == "auto" and getattr(capabilities, "http", False)):
             headers = [HttpHeader(name=name, value=value) for name, value in endpoint.headers.items()]
             return HttpMcpServer(type="http", name="agent-apps", url=endpoint.url, headers=headers)
-        env = [EnvVariable(name=name, value=value) for name, value in endpoint.to_env().items()]
+        variables = {**endpoint.to_env(), ALIVE_ENV: self.bridges}
+        env = [EnvVariable(name=name, value=value) for name, value in variables.items()]
         return McpServerStdio(name="agent-apps", command=sys.executable, args=["-m", "agent_apps.mcp.bridge"], env=env)
 
 
@@ -661,6 +692,65 @@ class _Client:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _task(request: Any) -> asyncio.Task[Any]:
+    """A request to the CLI as a task whose outcome is retrieved even when nobody awaits
+    it: a run that ends early leaves it to fail with the connection's close."""
+    task = asyncio.ensure_future(request)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return task
+
+
+async def _end(send: Callable[[int], None], gone: Callable[[], bool]) -> None:
+    """Wait for ``gone()`` through :data:`STOP_STEPS`, sending each step's signal first."""
+    for sig, wait in STOP_STEPS:
+        if sig is not None and not gone():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                send(sig)
+        deadline = time.monotonic() + wait
+        while not gone():
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(_STOP_POLL)
+        else:
+            return
+    log.warning("a process of the ACP agent survived SIGKILL")
+
+
+async def _bridge_gone(path: str) -> None:
+    """Wait until the bridge that locked ``path`` is gone (the lock is free); signal it
+    through :data:`STOP_STEPS` if it stays."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+
+        def gone() -> bool:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        def send(sig: int) -> None:
+            pid = os.pread(fd, 32, 0).decode(errors="replace")
+            if pid.isdigit():  # written once it held the lock, which it still holds
+                os.kill(int(pid), sig)
+
+        await _end(send, gone)
+    finally:
+        os.close(fd)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _first_prompt(args: dict[str, Any]) -> list[str]:

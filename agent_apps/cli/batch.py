@@ -15,14 +15,21 @@ import signal
 import sys
 from typing import Any
 
-from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _Parser
-from ..scheduling.cli import _number
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``batch ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_intermixed_args(argv[1:])
+    args.command = "batch"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``batch`` (also the shell's completion of it)."""
     parser = _Parser(
         prog="agent-apps batch",
         description="Run NAME once per line of a JSONL file (one JSON object of args a line), several at "
@@ -53,16 +60,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)"
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_intermixed_args(argv[1:])
-    args.command = "batch"
-    args.run = run
-    return args
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import Batch
-    from .files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
-    from .progress import Progress
+    from ..batch import Batch
+    from ..batch.files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
+    from ..batch.progress import Progress
 
     if args.retries is not None and not args.ray:
         raise UsageError("--retries applies to --ray only (a local batch has no workers to lose)")
@@ -98,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"agent-apps batch: every one of the {total} inputs has a result in {args.output}", file=sys.stderr)
         if failed_before:
             print(f"error: {failed_before} of {total} runs failed; their errors are in {args.output} "
-                  "(--rerun-failed runs them again)", file=sys.stderr)
+                  "(once fixed, --resume --rerun-failed runs them again)", file=sys.stderr)
         return EXIT_FAILED if failed_before else EXIT_OK
     try:
         results = ResultsFile(args.output, inputs)
@@ -141,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         first = _first_failure(progress, failed_before)
         print(
-            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output}",
+            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output} "
+            "(once fixed, --resume --rerun-failed runs them again)",
             file=sys.stderr,
         )
         return EXIT_FAILED

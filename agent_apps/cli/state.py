@@ -17,15 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _Parser, _table
-from . import open_store
-from .errors import SnapshotInvalid
+from ..state import open_store
+from ..state.errors import SnapshotInvalid
+from . import _number, _Parser, _table
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``sessions ...`` or ``runs ...``; the namespace's ``run`` carries it out."""
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``sessions`` and ``runs`` (also the shell's completion of them)."""
     common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks")
     parser = _Parser(prog="agent-apps", parents=[common])  # errors in the "error: ..." style
@@ -54,12 +59,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = sub.add_parser("rm", parents=[common], help="remove a session and its messages (its runs stay)")
     p.add_argument("id", metavar="ID")
     p.set_defaults(run=sessions_rm)
+    p = sub.add_parser(
+        "prune", parents=[common], help="remove the sessions not used for a while (their runs stay)",
+        description="Remove every session last used longer ago than --older-than, with its messages "
+        "(its runs stay recorded: runs prune removes those).",
+    )
+    _prune_options(p)
+    p.set_defaults(run=sessions_prune)
 
     runs = groups.add_parser("runs", help="recorded agent runs and their reports", parents=[common])
     sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = sub.add_parser("list", parents=[common], help="recent runs, newest first")
     p.add_argument("--session", metavar="ID", help="only runs of this session")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (default 50; 0: all)")
+    p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
     p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
@@ -75,6 +87,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="where its skills are, to compare its tools"
     )
     p.set_defaults(run=runs_import)
+    p = sub.add_parser(
+        "prune", parents=[common], help="remove the runs that ended a while ago",
+        description="Remove every run that ended longer ago than --older-than, with its agents' reports, "
+        "traces, journal and checkpoint. A run still recorded as running is kept.",
+    )
+    _prune_options(p)
+    p.set_defaults(run=runs_prune)
 
     state = groups.add_parser("state", help="the state store as a whole", parents=[common])
     sub = state.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -85,7 +104,46 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("target", metavar="TO", help="an empty store (made when missing): a file, or a postgresql:// URL")
     p.add_argument("--replace", action="store_true", help="delete what TO holds first (it must be empty otherwise)")
     p.set_defaults(run=state_copy)
-    return parser.parse_args(argv)
+    return parser
+
+
+def _prune_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--older-than", required=True, type=_age, metavar="AGE",
+        help="how long ago: a number and a unit, s, m, h, d or w (30d, 12h)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+
+
+#: ``--older-than`` units, in seconds.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> str:
+    """``--older-than``: checked here, read by :func:`_cutoff`."""
+    try:
+        _cutoff(text)
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"a number and a unit (s, m, h, d, w), like 30d, not {text!r}") from None
+    return text
+
+
+def _cutoff(age: str) -> float:
+    """The time ``age`` (``30d``) ago."""
+    seconds = float(age[:-1]) * _UNITS[age[-1:]]
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(age)
+    return time.time() - seconds
+
+
+def _pruned(args: argparse.Namespace, what: str, items: list[Any], rows: list[tuple[str, ...]]) -> int:
+    """Say what was (or, with --dry-run, would be) removed: a table, then a count."""
+    if rows[1:]:
+        _table(rows, sys.stdout)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(items)} {what}{'' if len(items) == 1 else 's'} older than {args.older_than}", file=sys.stderr)
+    return 0
+
 
 
 def _json(value: Any) -> None:
@@ -159,6 +217,13 @@ def sessions_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def sessions_prune(args: argparse.Namespace) -> int:
+    pruned = open_store().sessions.prune(_cutoff(args.older_than), dry_run=args.dry_run)
+    rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "UPDATED")]
+    rows += [(s.id, str(s.messages), _when(s.updated_at)) for s in pruned]
+    return _pruned(args, "session", pruned, rows)
+
+
 def sessions_export(args: argparse.Namespace) -> int:
     _json(open_store().sessions.export(args.id))
     return 0
@@ -176,7 +241,7 @@ def _read(file: str) -> tuple[str, str]:
 def sessions_import(args: argparse.Namespace) -> int:
     text, source = _read(args.file)
     if args.as_id is not None:
-        from .sessions import session_id_problem
+        from ..state.sessions import session_id_problem
 
         problem = session_id_problem(args.as_id)
         if problem:
@@ -187,7 +252,7 @@ def sessions_import(args: argparse.Namespace) -> int:
 
 
 def sessions_fork(args: argparse.Namespace) -> int:
-    from .sessions import session_id_problem
+    from ..state.sessions import session_id_problem
 
     problem = session_id_problem(args.new)
     if problem:
@@ -253,7 +318,8 @@ def runs_show(args: argparse.Namespace) -> int:
         session = f", session {agent.session_id}" if agent.session_id else ""
         out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
         if report.get("error"):
-            out.write(f"{pad}  error: {report['error'].get('type')}: {_short(report['error'].get('message', ''))}\n")
+            message = _short(report["error"].get("message") or "")
+            out.write(f"{pad}  error: {report['error'].get('type')}{': ' + message if message else ''}\n")
         if report.get("compaction"):
             out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
         for step in report.get("steps") or ():
@@ -277,8 +343,15 @@ def runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def runs_prune(args: argparse.Namespace) -> int:
+    pruned = open_store().runs.prune(_cutoff(args.older_than), dry_run=args.dry_run)
+    rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME")]
+    rows += [(run.id[:12], _when(run.started_at), _status(run), run.name) for run in pruned]
+    return _pruned(args, "run", pruned, rows)
+
+
 def runs_export(args: argparse.Namespace) -> int:
-    from .run_snapshot import export_run
+    from ..state.run_snapshot import export_run
 
     _json(export_run(open_store(), args.run_id))
     return 0
@@ -287,7 +360,7 @@ def runs_export(args: argparse.Namespace) -> int:
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
     from ..manager import ContextManager
-    from .run_snapshot import import_run, tool_changes
+    from ..state.run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
@@ -302,7 +375,7 @@ def runs_import(args: argparse.Namespace) -> int:
 
 
 def _resumable(point: Any, status: str, process_gone: bool) -> bool:
-    from .journal import FINISHED
+    from ..state.journal import FINISHED
 
     return point is not None and status not in FINISHED and (status != "running" or process_gone)
 
@@ -312,8 +385,8 @@ def _resumable(point: Any, status: str, process_gone: bool) -> bool:
 
 def state_copy(args: argparse.Namespace) -> int:
     """Copy FROM into TO; print how many rows of each kind."""
-    from . import StateStore
-    from .copy import copy_store, describe
+    from ..state import StateStore
+    from ..state.copy import copy_store, describe
 
     source, target = StateStore(args.source), StateStore(args.target)
     try:
