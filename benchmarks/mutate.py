@@ -90,7 +90,10 @@ TARGETS: dict[str, Target] = {
     ),
     "mcp_server_auth": Target(
         ("agent_apps/mcp/transports.py", "agent_apps/mcp/schemas.py", "agent_apps/mcp/server.py"),
-        ("tests/mcp/test_http_guards.py", "tests/mcp/test_mcp_transports.py", "tests/mcp/test_mcp_refs.py"),
+        (
+            "tests/mcp/test_http_guards.py", "tests/mcp/test_mcp_transports.py", "tests/mcp/test_mcp_refs.py",
+            "tests/mcp/test_mcp_server.py",
+        ),
         scope=("BearerGuard", "serving_http", "expose_refs", "tool_name_for_ref", "SkillServer._lookup"),
     ),
     "budget": Target(
