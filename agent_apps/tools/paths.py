@@ -137,10 +137,13 @@ class PathPolicy:
 def _names_along(path: str) -> set[str]:
     """The file name of ``path`` as given and of every link its last component leads
     through: ``notes.txt -> agent-apps.yaml -> real.yaml`` has all three names, so a
-    protected name is found whether it is the link, the target or in between."""
+    protected name is found whether it is the link, the target or in between. The whole
+    chain is followed, however long (the tools open the resolved path, so no kernel
+    limit on links stops a longer one), until it ends or comes back to a link seen."""
     names = {os.path.basename(path)}
-    current = path
-    for _ in range(40):  # the kernel's own limit on links followed
+    current, seen = path, set()
+    while current not in seen:
+        seen.add(current)
         try:
             target = os.readlink(current)
         except OSError:
