@@ -265,7 +265,7 @@ def test_the_terminal_approval_prompt_shows_the_call_escaped():
 def test_scheduler_log_lines_reach_the_terminal_escaped():
     import logging
 
-    from agent_apps.scheduling.cli import _Formatter
+    from agent_apps.cli.scheduler import _Formatter
 
     record = logging.LogRecord(
         "agent_apps.scheduler", logging.WARNING, __file__, 1, "run failed: %s", ("\x1b[2J\u202e",), None

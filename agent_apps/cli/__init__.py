@@ -31,7 +31,7 @@ _GROUPS = {
     "sessions": ("agent_apps.cli.state", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.cli.state", "list, show, export and import recorded agent runs"),
     "state": ("agent_apps.cli.state", "copy a whole state store, between SQLite and PostgreSQL"),
-    "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
+    "scheduler": ("agent_apps.cli.scheduler", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.cli.batch", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
     "console": ("agent_apps.console.cli", "a local web page over the state store: runs, approvals, sessions"),
 }
