@@ -54,6 +54,7 @@ async def main(ctx, args):
     from agent_apps.context import agent_scope
     from agent_apps.errors import ArgsInvalid
     from agent_apps.state.embeddings import embedder_for
+    from agent_apps.tools import path_policy
 
     scope = agent_scope(ctx)
     if scope is not None:  # agent code: its own agent's workspace, nothing else
@@ -75,8 +76,11 @@ async def main(ctx, args):
         embedder_for, args.get("search") or options.get("search") or "auto", options.get("embedding_model")
     )
     store = cm.state
+    denied = path_policy(ctx).denied_for_files_of(folder)
     if embedder is None:
-        hits = await store.call(store.memory.search, files, args["query"], k=args["k"])
+        hits = await store.call(store.memory.search, files, args["query"], k=args["k"], denied=denied)
     else:  # embedding is slow work: not on the store's thread, where it would hold up the rest
-        hits = await asyncio.to_thread(store.memory.search, files, args["query"], k=args["k"], embedder=embedder)
+        hits = await asyncio.to_thread(
+            store.memory.search, files, args["query"], k=args["k"], denied=denied, embedder=embedder
+        )
     return [{**hit, "file": Path(hit["file"]).name} for hit in hits]  # the file's name in the workspace

@@ -12,6 +12,10 @@ turn about what ten do.
 * **Freshness**: every search compares each file's size and mtime with what was
   indexed; a changed file is read again and, when its content changed (SHA-256),
   re-indexed in one transaction. A file that is gone loses its chunks.
+* **Files are read as the host reads for an agent** (:mod:`agent_apps.host_files`):
+  inside their folder once links are resolved, outside the denied paths, regular, at
+  most :data:`MAX_MEMORY_BYTES`. A file refused is not indexed, and loses the chunks
+  an earlier version left (the agent's workspace check warns about it).
 * **Queries** are the message's words (minus common English words), any of which may
   match: no query syntax from the message reaches the engine. The rarest words are kept
   until together they match :data:`MAX_POSTINGS` chunks; the more common rest is left
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._markdown import strip_markdown
+from ..host_files import check_host_file, read_host_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,10 +53,21 @@ if TYPE_CHECKING:
     from ._db import Connection, Database, Dialect
     from .embeddings import Embedder
 
-__all__ = ["MAX_CHUNK", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "embedding_text", "query_terms"]
+__all__ = [
+    "MAX_CHUNK",
+    "MAX_MEMORY_BYTES",
+    "Chunk",
+    "Hit",
+    "MemoryIndex",
+    "chunk_markdown",
+    "embedding_text",
+    "query_terms",
+]
 
 #: Characters of one chunk at most.
 MAX_CHUNK = 1200
+#: The largest memory file indexed (about 100,000 one-line facts).
+MAX_MEMORY_BYTES = 16 * 1024 * 1024
 #: Query terms at most (the first ones of the message).
 MAX_TERMS = 32
 #: Chunks the kept query terms may match together (the cost of ranking grows with it).
@@ -214,13 +230,15 @@ class MemoryIndex:
         query: str,
         *,
         k: int = 5,
+        denied: Sequence[str] = (),
         embedder: Embedder | None = None,
     ) -> list[Hit]:
         """The ``k`` chunks of ``files`` that best match ``query`` (best first); each
-        file is (re-)indexed first when it changed. With an ``embedder``, the ranking
+        file is (re-)indexed first when it changed. ``denied``: path-policy entries no
+        file may resolve into, besides the built-in ones. With an ``embedder``, the ranking
         is hybrid (see the module docstring) and the chunks' vectors are made first
         where they are missing: this may take a while the first time."""
-        indexed = [(str(path), found) for path in files if (found := self._synced(path)) is not None]
+        indexed = [(str(path), found) for path in files if (found := self._synced(path, denied)) is not None]
         ranges = [(path, ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT) for path, (ident, _) in indexed]
         if not ranges or k <= 0 or not query.strip():
             return []
@@ -252,10 +270,11 @@ class MemoryIndex:
             if rowid in rows
         ]
 
-    def sync(self, path: str | os.PathLike[str]) -> int | None:
+    def sync(self, path: str | os.PathLike[str], *, denied: Sequence[str] = ()) -> int | None:
         """Index ``path`` if it changed since it was indexed; its id, or None when it
-        does not exist (then its chunks are dropped)."""
-        found = self._synced(path)
+        does not exist or is refused (then its chunks are dropped). It must stay inside
+        its own folder once links are resolved."""
+        found = self._synced(path, denied)
         return found[0] if found is not None else None
 
     def forget(self, path: str | os.PathLike[str]) -> None:
@@ -367,19 +386,25 @@ class MemoryIndex:
 
     # -- indexing --------------------------------------------------------------------
 
-    def _synced(self, path: str | os.PathLike[str]) -> tuple[int, str] | None:
+    def _synced(self, path: str | os.PathLike[str], denied: Sequence[str]) -> tuple[int, str] | None:
         """:meth:`sync`, returning the file's id and digest."""
+        folder = Path(path).parent
         key = str(Path(path).resolve())
         try:
+            check_host_file(path, folder=folder, denied=denied, limit=MAX_MEMORY_BYTES)
             stat = os.stat(key)
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # gone, or refused (a link out, a FIFO, too large...)
             self.forget(key)
             return None
         with self.db.read() as conn:
             row = conn.execute("SELECT id, size, mtime_ns, digest FROM memory_files WHERE path = ?", (key,)).fetchone()
         if row is not None and (row[1], row[2]) == (stat.st_size, stat.st_mtime_ns):
             return int(row[0]), str(row[3])
-        data = Path(key).read_bytes()
+        try:
+            data = read_host_file(path, limit=MAX_MEMORY_BYTES, folder=folder, denied=denied)
+        except OSError:
+            self.forget(key)
+            return None
         digest = hashlib.sha256(data).hexdigest()
         if row is not None and row[3] == digest:  # touched, not changed
             with self.db.write() as conn:
