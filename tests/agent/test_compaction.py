@@ -92,6 +92,28 @@ async def test_a_long_run_is_compacted_before_the_call_that_would_pass_the_thres
     assert compactions[0]["removed"] == 5 and compactions[0]["facts"] == 1  # the user's message and two exchanges
 
 
+async def test_facts_are_never_appended_through_a_memory_md_the_policy_refuses(context_manager, tmp_path):
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "bashrc"
+    workspace.mkdir()
+    elsewhere.write_text("export PATH=/usr/bin\n")
+    (workspace / "MEMORY.md").symlink_to(elsewhere)
+    assert await run(context_manager, turns(6), model={"workspace": str(workspace)}) == "Done."
+    compactions = last_agent(context_manager).report["compactions"]
+    assert len(compactions) == 2 and all("memory_file" not in c for c in compactions)
+    refused = [c["memory_file_refused"] for c in compactions]
+    assert all("MEMORY.md: leads outside its folder" in r for r in refused)
+    assert all(r.endswith("the facts were not written to it") for r in refused)
+    assert elsewhere.read_text() == "export PATH=/usr/bin\n"
+    # a MEMORY.md in a path the policy denies is refused the same way
+    (workspace / "MEMORY.md").unlink()
+    (workspace / "MEMORY.md").write_text("- kept\n")
+    security = {"security": {"denied_paths": ["*/MEMORY.md"]}}
+    assert await run(context_manager, turns(6), model={"workspace": str(workspace)}, config=security) == "Done."
+    compactions = last_agent(context_manager).report["compactions"]
+    assert all("inside denied path" in c["memory_file_refused"] for c in compactions)
+    assert (workspace / "MEMORY.md").read_text() == "- kept\n"
+
+
 async def test_no_compaction_under_the_threshold_or_when_switched_off(context_manager):
     assert await run(context_manager, turns(2)) == "Done."
     agent = last_agent(context_manager)
