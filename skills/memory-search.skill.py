@@ -50,6 +50,7 @@ async def main(ctx, args):
     import asyncio
     from pathlib import Path
 
+    from agent_apps.agent.settings import memory_search_options
     from agent_apps.agent.workspace import MEMORY_FILES
     from agent_apps.context import agent_scope
     from agent_apps.errors import ArgsInvalid
@@ -68,10 +69,13 @@ async def main(ctx, args):
     cm = ctx.manager.context_manager
     folder = cm.cwd / Path(workspace).expanduser()
     files = [folder / name for name in MEMORY_FILES]
-    # the agent's model.context.search and embedding_model (the scope of the agent whose
-    # run or code this call serves), unless the call says
+    # model.context.search and embedding_model: the agent's (whose run or code this call
+    # serves), else this call's own config; the call's search arg comes first
     agent = ctx.nonlocals.get("agent")
-    options = (agent.get("memory") if isinstance(agent, dict) else None) or {}
+    if isinstance(agent, dict) and "memory" in agent:
+        options = agent["memory"] or {}
+    else:
+        options = memory_search_options(ctx, ctx.manager.config().get("model") or {}, cm.cwd)
     embedder = await asyncio.to_thread(
         embedder_for, args.get("search") or options.get("search") or "auto", options.get("embedding_model")
     )

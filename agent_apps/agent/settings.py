@@ -30,7 +30,7 @@ from .workspace import resolve_workspace
 if TYPE_CHECKING:
     from ..context import Context
 
-__all__ = ["RunSettings", "settle"]
+__all__ = ["RunSettings", "memory_search_options", "settle"]
 
 #: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
 _EXCLUDED = ("agent", "agent-execute")
@@ -150,7 +150,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     workspace = resolve_workspace(cm, served_skill, call)
     if workspace is not None:
         config["workspace"] = str(workspace)
-    memory_search = _memory_search(ctx, config, cm.cwd)
+    memory_search = memory_search_options(ctx, config, cm.cwd)
     returns = args.get("returns")
     problem = schema_error(returns) if returns is not None else None
     if problem is not None:  # refused before the model is called, not at finish()
@@ -217,9 +217,10 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     )
 
 
-def _memory_search(ctx: Context, config: Mapping[str, Any], cwd: Path) -> dict[str, Any]:
+def memory_search_options(ctx: Context, config: Mapping[str, Any], cwd: Path) -> dict[str, Any]:
     """``model.context.search`` (checked) and ``embedding_model`` (made absolute: a
-    relative folder is relative to the working directory)."""
+    relative folder is relative to the working directory) of the ``model`` config: how
+    memory-search ranks an agent's memory, or a direct call's."""
     options = config.get("context") or {}
     search = options.get("search") or "auto"
     if search not in SEARCH_MODES:

@@ -294,6 +294,31 @@ async def test_agent_code_searches_the_way_its_agent_does(context_manager, works
     assert out["own"] == [] and "green tea" in out["asked"][0]["text"]
 
 
+def test_a_direct_call_searches_as_its_config_says(workspace, embedder, capsys):
+    """Outside an agent (agent-apps invoke memory-search, or a Python call) the call's own
+    model.context applies; the search arg still comes first."""
+    import json
+
+    from agent_apps.cli import main
+
+    write_memory(workspace)
+
+    def search(*argv):
+        code = main(["invoke", "memory-search", f"workspace={workspace}", "query=Which beverage should I offer her?",
+                     "--json", *argv])  # fmt: skip
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if code == 0 else err
+
+    code, hits = search()
+    assert code == 0 and "green tea" in hits[0]["text"]
+    assert search("--config", "model.context.search=fts") == (0, [])
+    assert "green tea" in search("--config", "model.context.search=fts", "search=hybrid")[1][0]["text"]
+    code, err = search("--config", "model.context.search=vectors")
+    assert code == 2 and "config.context.search: must be one of auto, hybrid, fts" in err
+    code, err = search("--config", f"model.context.embedding_model={workspace}")
+    assert code == 1 and "has no config.json, tokenizer.json, model.safetensors" in err
+
+
 async def test_a_bad_search_mode_is_refused_before_the_model_is_called(context_manager, echo, workspace, tmp_path):
     with pytest.raises(ArgsInvalid) as caught:
         await shown(context_manager, "hi", config={"workspace": str(workspace), "context": {"search": "vectors"}})
