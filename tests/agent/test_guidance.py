@@ -190,6 +190,23 @@ async def test_reset_guidance_forgets_what_the_session_loaded_and_keeps_its_mess
     assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["code-review"]
 
 
+async def test_a_reset_during_a_run_is_not_undone_by_what_the_run_loads_next(cm, write_skill):
+    # another process resets the session's guidance while a run of it is in progress
+    write_skill("resetter", "frontmatter = {}\nasync def main(ctx, args):\n"
+                "    return ctx.manager.context_manager.state.sessions.reset_guidance('s1')\n")  # fmt: skip
+    calls = {
+        "first": ("load-skills", {"skills": ["code-review"]}),
+        "reset": ("resetter", {}),
+        "then": ("load-skills", {"skills": ["style-guide", "code-review"]}),
+    }
+    done = await agent(cm, probe(calls), session="s1")
+    assert done["reset"] == 'ok: ["code-review"]' and done["then"].startswith("ok: ")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["style-guide", "code-review"]  # loaded after it
+    calls = {"reset": ("resetter", {}), "other": ("load-skills", {"skills": ["release-steps"]})}
+    await agent(cm, probe(calls), session="s1")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["release-steps"]  # not what it got from before
+
+
 async def test_guidance_loaded_off_the_record_is_not_remembered(cm, skills):
     checklist = str(skills / "code-review" / "references" / "CHECKLIST.md")
     await agent(cm, probe({"read": ("file-read", {"path": "nothing"})}), session="s1")  # the session exists
