@@ -232,7 +232,7 @@ class Sessions:
                 raise NotFound("session", session_id)
             meta = json.loads(row[0] or "{}")
             loaded = [name for name in meta.get("loaded_skills") or [] if isinstance(name, str)]
-            meta["loaded_skills"] = loaded + [name for name in names if name not in loaded]
+            meta["loaded_skills"] = list(dict.fromkeys([*loaded, *names]))
             conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
 
     def reset_guidance(self, session_id: str) -> builtins.list[str]:

@@ -151,3 +151,13 @@ def test_reset_guidance_forgets_the_loaded_skills_and_keeps_the_rest(store):
     assert store.sessions.reset_guidance("s") == []  # nothing left to forget
     with pytest.raises(NotFound, match="no session 'nope'"):
         store.sessions.reset_guidance("nope")
+
+
+def test_loaded_guidance_is_added_each_name_once(store):
+    store.sessions.append("s", turn(1))
+    store.sessions.update_meta("s", {"tag": "kept"})
+    store.sessions.add_loaded_guidance("s", ["code-review"])
+    store.sessions.add_loaded_guidance("s", ["deploy", "code-review", "deploy"])
+    assert store.sessions.get("s").meta == {"tag": "kept", "loaded_skills": ["code-review", "deploy"]}
+    with pytest.raises(NotFound, match="no session 'nope'"):
+        store.sessions.add_loaded_guidance("nope", ["deploy"])
