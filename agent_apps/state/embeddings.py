@@ -14,8 +14,8 @@ embedding of a text is the mean of its tokens' last hidden states, normalized to
 1 (as sentence-transformers does for this model), so a dot product is the cosine.
 ``tests/state/test_embeddings.py`` holds it to vectors sentence-transformers computed.
 
-numpy and tokenizers come with the extra ``embeddings``; this module imports them only
-when a model is loaded, so ``import agent_apps.state`` never does.
+numpy, tokenizers and threadpoolctl come with the extra ``embeddings``; this module
+imports them only when a model is loaded, so ``import agent_apps.state`` never does.
 """
 
 from __future__ import annotations
@@ -133,12 +133,15 @@ class Embedder:
     def __init__(self, folder: Path) -> None:
         try:
             import numpy as np
+            from threadpoolctl import ThreadpoolController
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingsUnavailable(
-                f"semantic memory needs numpy and tokenizers ({exc.name} is not installed): {INSTALL}"
+                f"semantic memory needs numpy, tokenizers and threadpoolctl ({exc.name} is not installed): {INSTALL}"
             ) from None
         self.folder = folder
+        #: numpy's BLAS, held to one thread while this model runs (see :meth:`embed`)
+        self._blas = ThreadpoolController()
         texts = {name: self._read(name) for name in ("config.json", "tokenizer.json")}
         config = json.loads(texts["config.json"])
         if config.get("model_type", "bert") != "bert" or config.get("hidden_act", "gelu") != "gelu":
@@ -170,10 +173,15 @@ class Embedder:
             raise EmbeddingsUnavailable(f"embedding model: {self.folder / name}: cannot read it ({exc})") from None
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors of ``texts`` (float32, one row per text)."""
+        """Unit vectors of ``texts`` (float32, one row per text).
+
+        BLAS runs on one thread meanwhile: its threads wait for each other at every
+        product of these small matrices, and on a busy machine that made a query 8 times
+        slower and a batch 4 times slower than one thread (docs/context.md, "Speed")."""
         import numpy as np
 
-        rows = [self._batch(texts[start : start + BATCH]) for start in range(0, len(texts), BATCH)]
+        with self._blas.limit(limits=1, user_api="blas"):
+            rows = [self._batch(texts[start : start + BATCH]) for start in range(0, len(texts), BATCH)]
         return np.concatenate(rows) if rows else np.zeros((0, self.dimensions), dtype=np.float32)
 
     def _batch(self, texts: list[str]) -> np.ndarray:

@@ -102,3 +102,23 @@ def test_the_model_files_are_read_as_the_host_reads_files(embedder, tmp_path):
     (folder / "tokenizer.json").write_text("{" + " " * 64 * 1024 * 1024 + "}")
     with pytest.raises(EmbeddingsUnavailable, match=r"tokenizer\.json: is larger than 65536 KB"):
         load_embedder(folder)
+
+
+def test_the_forward_pass_runs_blas_on_one_thread(embedder, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    seen = []
+    batch = embedder._batch
+
+    def watched(texts):
+        seen.append(blas_threads())
+        return batch(texts)
+
+    monkeypatch.setattr(embedder, "_batch", watched)
+    assert embedder.embed(["a query"] * 40).shape == (40, 384)
+    assert seen == [{1}, {1}]  # both batches; then the process's own setting again
+    assert blas_threads() == before
