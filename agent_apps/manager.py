@@ -331,6 +331,30 @@ class ContextManager:
         record.signal.cancel(reason)
         return True
 
+    def stop(self, run_id: str, reason: str | None = None) -> bool:
+        """Stop the run ``run_id`` (or a unique prefix of it) gracefully: the host call
+        in flight finishes, no further turn starts, and it ends with status ``stopped``
+        and the model's last text as its result (every agent of the run does). A run of
+        another process (on any machine sharing the state store) stops within a moment
+        (it polls for the request); a run waiting for approval is stopped at once.
+        ``reason`` shows in its status message. Returns False when no run of that id
+        is in progress or waiting. :meth:`cancel` is the hard stop."""
+        reason = reason or "stop requested"
+        record = self._runs.get(run_id)
+        if record is None:
+            found = [r for ident, r in list(self._runs.items()) if run_id and ident.startswith(run_id)]
+            record = found[0] if len(found) == 1 else None
+        if record is not None:
+            record.tree.request_stop(reason)
+            return True
+        from .state import NotFound, NotResumable
+
+        try:
+            self.state.runs.stop(run_id, reason)
+        except (NotFound, NotResumable):
+            return False
+        return True
+
     def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
         """:meth:`invoke` for scripts: runs its own event loop until the result is in."""
         import asyncio

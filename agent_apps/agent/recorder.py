@@ -9,8 +9,9 @@ The agent policy already hears every step of a run through the hook events; the
   so no provider needs to know about storage, and a crash loses at most the turn in
   flight;
 * the **report** (steps with model latency, usage and finish reason; tool calls with
-  the skills their code called, args, result size, latency and error; totals), written
-  after every turn and when the run ends.
+  args, result size, latency, error and whether they were skipped, and the host calls
+  their code made: skill, latency, error, skipped, metrics; totals), written after
+  every turn and when the run ends.
 
 Retention (``model.retention``) decides what is kept once the run ends: ``permanent``
 everything; ``run`` the messages and memory while the run lasts, removed when it ends;
@@ -31,9 +32,11 @@ if TYPE_CHECKING:
     from ..state import StateStore
     from .durable import AgentJournal
 
-__all__ = ["RETENTIONS", "Recorder"]
+__all__ = ["MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
 
 RETENTIONS = ("none", "run", "permanent")
+#: Host calls listed per tool call in the report; past it they are counted (``host_calls_cut``).
+MAX_HOST_CALLS = 200
 _UNSET: Any = object()
 
 
@@ -85,6 +88,7 @@ class Recorder:
         #: user-side messages waiting for the next turn to end
         self._pending: list[Message] = [{"role": "user", "text": user_message}]
         self._step: dict[str, Any] | None = None
+        self._closed: dict[str, Any] | None = None  # the step whose turn ended, until it is stored
         self._text: list[str] = []
         self._calls: list[dict[str, Any]] = []
         self._results: list[Message] = []
@@ -131,7 +135,14 @@ class Recorder:
             self._step.setdefault("_first", now)
             ident = str(event.get("id") or f"{self.record.agent_id}-{self._step['turn']}-{len(self._calls)}")
             args = event.get("args") if isinstance(event.get("args"), dict) else {}
-            call: dict[str, Any] = {"id": ident, "tool": event.get("tool"), "skills": [], "_start": now}
+            call: dict[str, Any] = {
+                "id": ident,
+                "tool": event.get("tool"),
+                "skills": [],
+                "host_calls": [],
+                "skipped": False,
+                "_start": now,
+            }
             if self.keeps_content:
                 call["args"] = args
             self._step["tool_calls"].append(call)
@@ -158,19 +169,43 @@ class Recorder:
             }
             self._results.append(message)
 
-    def called(self, skill: str) -> None:
-        """Agent code called ``skill`` (a host call from the sandbox)."""
+    def _running_call(self) -> dict[str, Any] | None:
+        """The tool call whose code runs now (of several run together, the last one)."""
         for call in reversed(self._step["tool_calls"] if self._step else ()):
             if "_start" in call:
-                call["skills"].append(skill)
-                return
+                return call
+        return None
 
-    async def end_turn(self, event: dict[str, Any], directive: Any, memory: Any) -> None:
-        """The turn ended: store its messages (and the sandbox ``memory``), and the report."""
+    def called(self, skill: str) -> dict[str, Any] | None:
+        """Agent code called ``skill`` (a host call from the sandbox): its entry in the
+        report of the tool call whose code runs, for the caller to fill in (None past
+        :data:`MAX_HOST_CALLS`, or outside a tool call)."""
+        call = self._running_call()
+        if call is None:
+            return None
+        call["skills"].append(skill)
+        listed: list[dict[str, Any]] = call["host_calls"]
+        if len(listed) >= MAX_HOST_CALLS:
+            call["host_calls_cut"] = call.get("host_calls_cut", 0) + 1
+            return None
+        entry: dict[str, Any] = {"skill": skill, "skipped": False}
+        listed.append(entry)
+        return entry
+
+    def skipped(self) -> None:
+        """The tool call just announced did not run its code (denied, or refused)."""
+        call = self._running_call()
+        if call is not None:
+            call["skipped"] = True
+
+    def close_step(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The turn ended (``turn-end``): its step's report is complete. Returns it
+        (seed 003's StepReport: latency, usage, finish reason, tool calls), which
+        :meth:`end_turn` stores."""
         step = self._step
         if step is None:
-            return
-        self._step = None
+            return None
+        self._step, self._closed = None, step
         now = time.perf_counter()
         usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
         start = step.pop("_start")
@@ -183,10 +218,21 @@ class Recorder:
         for call in step["tool_calls"]:
             call.pop("_start", None)
         step["tool_ms"] = round(sum(c.get("latency_ms") or 0 for c in step["tool_calls"]), 3)
-        turn = step.get("turn")
-        replayed = self.journal is not None and self.journal.turn_stored(turn)
-        if replayed:  # a resumed run: this turn came from the journal
+        if self.journal is not None and self.journal.turn_stored(step.get("turn")):  # a resumed run's, from the journal
             step["replayed"] = True
+        return {k: v for k, v in step.items() if not k.startswith("_")}
+
+    async def end_turn(self, event: dict[str, Any], directive: Any, memory: Any) -> None:
+        """The turn ended: store its messages (and the sandbox ``memory``), and the report."""
+        if self._step is not None:
+            self.close_step(event)
+        step = self._closed
+        if step is None:
+            return
+        self._closed = None
+        usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
+        turn = step.get("turn")
+        replayed = bool(step.get("replayed"))
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
@@ -229,9 +275,14 @@ class Recorder:
 
     # -- the end -----------------------------------------------------------------------
 
-    async def finish(self, status: str, *, result: Any = None, error: BaseException | None = None) -> None:
-        """The run ended with ``status``: its final report, and what retention removes."""
+    async def finish(
+        self, status: str, *, result: Any = None, error: BaseException | None = None, message: str | None = None
+    ) -> None:
+        """The run ended with ``status`` (and, stopped before its end, its terminal
+        ``message``): its final report, and what retention removes."""
         self.report["status"] = status
+        if message is not None:
+            self.report["message"] = message
         if error is not None:
             self.report["error"] = {"type": type(error).__name__, "message": str(error)}
         elif self.keeps_content:

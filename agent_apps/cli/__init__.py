@@ -28,7 +28,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
     "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
-    "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
+    "runs": ("agent_apps.state.cli", "list, show, stop, export and import recorded agent runs"),
     "state": ("agent_apps.state.cli", "copy a whole state store, between SQLite and PostgreSQL"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
@@ -255,11 +255,11 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
         return EXIT_APPROVAL
     _print_result(result, as_json=args.json, out=sys.stdout)
     status = served.get("status")
-    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
+    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps, stopped): partial work
+        counts = f"{_count(served.get('turns') or 0, 'turn')}, {_count(served.get('steps') or 0, 'step')}"
+        why = "" if status == "stopped" else f"; model.{status} sets the limit"
         print(
-            f"error: {name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
-            f"{_count(served.get('steps') or 0, 'step')}; model.{status} sets the limit); "
-            "the partial result is on stdout",
+            f"error: {name}: {served.get('message') or status} ({counts}{why}); the partial result is on stdout",
             file=sys.stderr,
         )
         return EXIT_FAILED

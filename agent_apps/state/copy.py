@@ -41,7 +41,12 @@ TABLES: tuple[tuple[str, str, str], ...] = (
         "id",
     ),
     ("messages", "session_id, seq, run_id, created_at, role, tokens, body, stale", "session_id, seq"),
-    ("runs", "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens", "id"),
+    (
+        "runs",
+        "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, stop_requested, "
+        "stop_reason",
+        "id",
+    ),
     ("agents", "run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace", "rowid"),
     ("journal", "run_id, agent, key, kind, body, created_at", "rowid"),
     ("checkpoints", "run_id, invocation, pending, decision, attempts, updated_at", "run_id"),

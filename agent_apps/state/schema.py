@@ -364,6 +364,20 @@ UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'un
     WHERE created_by IS NOT NULL;
 """
 
+_V6 = """
+-- A graceful stop asked of a run from another process (agent-apps runs stop, cm.stop):
+-- when (NULL: none is pending) and why. The process that runs the run polls for it and
+-- stops the run; it clears `stop_requested` when the run ends. `stop_reason` stays.
+ALTER TABLE runs ADD COLUMN stop_requested REAL;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+"""
+
+_PG_V6 = """
+ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema, in each backend's SQL (a script of statements)."""
@@ -379,4 +393,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
     Migration(_V5, _PG_V5),
+    Migration(_V6, _PG_V6),
 )

@@ -10,10 +10,12 @@ A denial is a :class:`~agent_apps.tools.errors.PermissionDenied` raised before t
 skill runs: the agent gets it as the tool's error and can choose something else.
 
 An invocation may carry an *approval gate* of its own (``internals["approval_gate"]``,
-an ``async gate(request) -> (action, reason) | None``): the agent sets one on each host
+an ``async gate(request) -> (action, detail) | None``): the agent sets one on each host
 call from agent code, which answers ``ask`` from a resumed run's recorded decision,
-asks with ``skip`` as a third answer, or checkpoints the run when nobody can be asked
-(docs/durability.md). ``None`` from the gate: nobody could be asked.
+asks with ``skip`` and ``result`` as more answers, or checkpoints the run when nobody
+can be asked (docs/durability.md). ``None`` from the gate: nobody could be asked. A
+``result`` answer (the human supplied the call's result) is returned by this
+middleware in place of the call, and marks the invocation ``internals["answered"]``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ..context import Finish
 from . import approval
-from .errors import CallSkipped, PermissionDenied
+from .errors import CallAnswered, CallSkipped, PermissionDenied
 from .policy import Decision, category_of, decide, resolve_mode
 from .settings import security_for
 
@@ -43,7 +46,11 @@ async def permission_middleware(ctx: Context, call_next: CallNext) -> Any:
     """Check ``ctx`` (the served invocation) against the policy, then continue."""
     if _checked.get() == ctx.id:
         return await call_next()
-    await check_permission(ctx)
+    try:
+        await check_permission(ctx)
+    except CallAnswered as answered:  # the human supplied the result: the call is not made
+        ctx.internals["answered"] = True
+        raise Finish(answered.result) from None  # the onion's short cut, for a None result too
     token = _checked.set(ctx.id)
     try:
         return await call_next()
@@ -91,7 +98,7 @@ async def permit(
     *,
     chain: tuple[str, ...] = (),
     security: dict[str, Any] | None = None,
-    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None = None,
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, Any] | None]] | None = None,
 ) -> None:
     """Raise :class:`PermissionDenied` unless the policy (or a human) allows calling
     ``name`` (of ``category``) with ``args``, seen from ``ctx``. Also for actions that
@@ -110,7 +117,7 @@ async def _enforce(
     decision: Decision,
     args: dict[str, Any],
     chain: tuple[str, ...],
-    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None,
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, Any] | None]] | None,
 ) -> None:
     """Act on a decision that is not ``allow``: refuse (``deny``), or ask the gate or
     the approver (``ask``) and raise unless they approve."""
@@ -135,11 +142,14 @@ async def _enforce(
             rule=decision.rule,
             resource=name,
         )
-    action, reason = verdict
-    outcome = {"approve": "approved", "skip": "skipped"}.get(action, "refused")
+    action, detail = verdict
+    outcome = {"approve": "approved", "skip": "skipped", "result": "answered"}.get(action, "refused")
+    reason = detail if action == "deny" else None
     ctx.manager.emit("security", {**event, "decision": outcome, "reason": reason})
     if action == "skip":
         raise CallSkipped(name, rule=decision.rule)
+    if action == "result":
+        raise CallAnswered(name, detail, rule=decision.rule)
     if action != "approve":
         raise PermissionDenied(
             name,
