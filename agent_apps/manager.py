@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .middleware import MiddlewareFn
     from .run_record import RunRecord
+    from .run_stream import RunStream
     from .state import StateStore
 
 __all__ = ["ContextManager"]
@@ -320,6 +321,21 @@ class ContextManager:
             return await signal.guard(pipeline.invoke(self, ref, args, None, options))
         finally:
             timer.cancel()
+
+    def stream(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> RunStream:
+        """Invoke ``ref`` and read its events as they happen (CONTRACT section 14)::
+
+            async with cm.stream("haiku", {"task": "a pond"}) as run:
+                async for event in run:          # the same events as --events
+                    print(event["type"])
+            print(run.status, run.result, run.run_id)
+
+        ``options`` are :meth:`invoke`'s. A reader that falls behind holds the run back
+        (at most :data:`~agent_apps.run_stream.BUFFER` events wait); leaving the loop
+        or the block early cancels the run. See :mod:`agent_apps.run_stream`."""
+        from .run_stream import RunStream
+
+        return RunStream(self, ref, args, options)
 
     def cancel(self, run_id: str, reason: str = "cancelled") -> bool:
         """Cancel the run ``run_id`` (``ctx.run.run_id``, a run report's ``run_id``) and
