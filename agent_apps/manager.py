@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["ContextManager"]
 
 CALLBACK_SCHEME = "callback://"
+#: ``approve()`` without a ``result``: the call is made, not answered (None is a result).
+_NO_RESULT: Any = object()
 _PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "skill.md")
 
 MiddlewareRef: TypeAlias = "str | tuple[str, dict[str, Any]] | MiddlewareFn"
@@ -429,13 +431,16 @@ class ContextManager:
 
         return await resume(self, run_id, **options)
 
-    def approve(self, run_id: str, *, deny: str | None = None, skip: bool = False) -> Any:
+    def approve(self, run_id: str, *, deny: str | None = None, skip: bool = False, result: Any = _NO_RESULT) -> Any:
         """Decide on the call a run waits for: approve it, ``deny="reason"`` (the agent
-        code gets the refusal) or ``skip=True`` (the call is not made; the code gets
-        None). Returns the run's checkpoint; :meth:`resume` then continues the run."""
+        code gets the refusal), ``skip=True`` (the call is not made; the code gets
+        None) or ``result=VALUE`` (the call is not made; the code gets VALUE, any JSON,
+        None included, checked against the skill's ``returns``). Returns the run's
+        checkpoint; :meth:`resume` then continues the run."""
         from .agent.durable import decide
 
-        return decide(self, run_id, deny=deny, skip=skip)
+        supplied = {"result": result} if result is not _NO_RESULT else {}
+        return decide(self, run_id, deny=deny, skip=skip, **supplied)
 
     # -- callback refs -----------------------------------------------------------------
 

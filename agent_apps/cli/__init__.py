@@ -194,11 +194,18 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
     store = open_store()
     run = store.runs.get(args.run_id)
-    action = "skip" if args.skip else "approve" if args.deny is None else "deny"
-    point = store.journal.decide(run.id, action, args.deny)
+    result = None
+    if args.result is not None:
+        try:
+            result = json.loads(args.result)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--result is not valid JSON: {exc}") from None
+    action = "approve" if args.deny is None else "deny"
+    action = "skip" if args.skip else "result" if args.result is not None else action
+    point = store.journal.decide(run.id, action, args.deny, result=result)
     pending = point.pending or {}
-    what = {"approve": "approved", "deny": "denied", "skip": "skipped"}[action]
-    reason = f" ({args.deny})" if args.deny else ""
+    what = {"approve": "approved", "deny": "denied", "skip": "skipped", "result": "answered"}[action]
+    reason = f" ({args.deny})" if args.deny else f" with {_short_json(result)}" if action == "result" else ""
     call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
     print(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}")
     return EXIT_OK
@@ -405,6 +412,10 @@ def _approve_parser(sub: _Subparsers, common: _Parser) -> None:
     decision = p.add_mutually_exclusive_group()
     decision.add_argument("--deny", metavar="REASON", help="refuse the call; the agent's code gets REASON")
     decision.add_argument("--skip", action="store_true", help="do not make the call; the code gets None")
+    decision.add_argument(
+        "--result", metavar="JSON", help="do not make the call; the code gets this result (checked against the skill's "
+        "returns)"
+    )
     p.set_defaults(run=cmd_approve)
 
 
