@@ -179,6 +179,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"session": args.session} if args.session else {}
     if args.timeout is not None:
         options["timeout"] = args.timeout
+    if args.context is not None:
+        options["context"] = _text_or_file(args.context, "--context")
     if args.session:
         from ..state import session_id_problem
 
@@ -273,6 +275,17 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     return EXIT_OK
 
 
+def _text_or_file(value: str, option: str) -> str:
+    """An option's text, or the contents of the file it names as ``@FILE``."""
+    if not value.startswith("@"):
+        return value
+    try:
+        with open(value[1:], encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"{option} {value}: {exc.strerror}") from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -297,13 +310,7 @@ def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[
 
     call: dict[str, Any] = {}
     if args.args is not None:
-        text = args.args
-        if text.startswith("@"):
-            try:
-                with open(text[1:], encoding="utf-8") as fh:
-                    text = fh.read()
-            except OSError as exc:
-                raise UsageError(f"--args {args.args}: {exc.strerror}") from None
+        text = _text_or_file(args.args, "--args")
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -399,6 +406,9 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
     p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument(
+        "--context", metavar="TEXT|@FILE", help="per-task context for the agent: a dynamic layer of its system prompt"
+    )
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
         "after this long"
