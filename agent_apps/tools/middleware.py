@@ -9,6 +9,10 @@ so nothing shows in the skill's ``ctx``), so it is checked once.
 A denial is a :class:`~agent_apps.tools.errors.PermissionDenied` raised before the
 skill runs: the agent gets it as the tool's error and can choose something else.
 
+A skill with ``metadata.shell_arg`` (``shell``) is checked as an ``admin`` call when
+that arg is a destructive shell line (destructive.py): the policy then asks, or refuses
+unattended, instead of allowing a ``write``.
+
 An invocation may carry an *approval gate* of its own (``internals["approval_gate"]``,
 an ``async gate(request) -> (action, detail) | None``): the agent sets one on each host
 call from agent code, which answers ``ask`` from a resumed run's recorded decision,
@@ -20,7 +24,10 @@ middleware in place of the call, and marks the invocation ``internals["answered"
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..context import Finish
@@ -30,7 +37,7 @@ from .policy import Decision, category_of, decide, resolve_mode
 from .settings import security_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
 
     from ..context import Context
     from ..middleware import CallNext
@@ -66,6 +73,9 @@ async def check_permission(ctx: Context) -> None:
     security = security_for(ctx)
     mode = resolve_mode(security, approval.session_mode())
     decision = _skill_decision(skill, security, mode)
+    shell_arg = skill.metadata.get("shell_arg")
+    if shell_arg is not None and decision.category != "admin":
+        decision = _shell_decision(ctx, ctx.args.get(shell_arg), security, mode) or decision
     if decision.action != "allow":  # the caller's chain and a copy of the args only for a refusal or a question
         chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
         await _enforce(ctx, skill.name, decision, dict(ctx.args), chain, ctx.internals.get("approval_gate"))
@@ -88,6 +98,38 @@ def _skill_decision(skill: Skill, security: dict[str, Any], mode: str) -> Decisi
     if decision is None:
         decision = memo[1][mode] = decide(skill.name, category_of(skill.metadata), security, mode)
     return decision
+
+
+def _shell_decision(ctx: Context, line: Any, security: dict[str, Any], mode: str) -> Decision | None:
+    """The decision for a call whose shell line is destructive (destructive.py): that
+    of an ``admin`` call of the skill; None for any other line (the skill's own
+    category holds) and for a line the shell blocklist refuses anyway."""
+    from .blocklist import blocked
+    from .destructive import destructive
+
+    if not isinstance(line, str) or blocked(line) is not None:
+        return None
+    why = destructive(line, _exists_from(ctx))
+    if why is None:
+        return None
+    decision = decide(ctx.skill.name, "admin", security, mode)
+    return replace(decision, rule=f"{decision.rule} (a destructive shell line: {why})")
+
+
+def _exists_from(ctx: Context) -> Callable[[str], bool]:
+    """Whether a path of a shell line names an existing file, from where the command
+    runs: the call's ``cwd`` arg, else the workspace (as the shell tool resolves them)."""
+    from . import path_policy
+
+    def exists(path: str) -> bool:
+        target = Path(path).expanduser()
+        if not target.is_absolute():
+            base = Path(path_policy(ctx).workspace)
+            where = ctx.args.get("cwd")
+            target = (base / where if isinstance(where, str) else base) / target
+        return target.is_file()
+
+    return exists
 
 
 async def permit(
