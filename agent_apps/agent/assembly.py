@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError
 from .guidance import loaded_section
-from .layers import Composed
+from .layers import LAYERS, Composed
 from .prompt import CONTEXT, LOADED, MEMORY, prompt_layers
 from .workspace import FILE_CHARS, read_whole_files
 
@@ -116,7 +116,7 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
     loaded = await _loaded_before(run, visible)
     registry.add("loaded-guidance", loaded_section(loaded), priority=LOADED, stable=False)
     run.cm.hook.agent_apps_context(registry=registry, agent=run)
-    run.scope["registry"] = registry  # the parent of the registries of the agents its code starts
+    run.ctx.internals[LAYERS] = registry  # the parent of the registries of the agents below this one
     return Assembled(registry.compose(), warnings, memory, [s.name for s in loaded])
 
 

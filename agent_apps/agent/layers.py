@@ -24,12 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DYNAMIC", "Composed", "ContextRegistry", "Layer"]
+if TYPE_CHECKING:
+    from ..context import Context
+
+__all__ = ["DYNAMIC", "LAYERS", "Composed", "ContextRegistry", "Layer", "enclosing"]
 
 #: The first priority of the dynamic band: stable layers go below it.
 DYNAMIC = 100
+#: Where an agent run keeps its registry: an internal of its invocation (never seen by
+#: the skills below it), which the agents below it find as their parent.
+LAYERS = "agent_layers"
 _SEPARATOR = "\n"
 
 
@@ -153,3 +159,15 @@ class ContextRegistry:
             size += len(text)
         text = "".join(parts)
         return Composed(text, size if stable_end is None else stable_end, tuple(layers))
+
+
+def enclosing(ctx: Context) -> ContextRegistry | None:
+    """The registry of the nearest agent run above the invocation ``ctx`` (the parent of
+    an agent run's own), or None."""
+    node = ctx.parent
+    while node is not None:
+        found = node.internals.get(LAYERS)
+        if isinstance(found, ContextRegistry):
+            return found
+        node = node.parent
+    return None

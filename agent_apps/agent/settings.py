@@ -22,7 +22,7 @@ from ..run_record import AgentLimits
 from ..skill import is_skill_name
 from ..state.sessions import session_id_problem
 from ..validation import schema_error
-from .layers import ContextRegistry
+from .layers import ContextRegistry, enclosing
 from .limits import agent_limits, tool_timeout
 from .recorder import RETENTIONS
 from .workspace import resolve_workspace
@@ -208,7 +208,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         exclude=(*_EXCLUDED, ctx.skill.name, provider, *filter(None, inherited)),
         inherited=parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None,
         ancestor_context_id=parent_scope.get("context_id"),
-        parent_layers=layers if isinstance(layers := parent_scope.get("registry"), ContextRegistry) else None,
+        parent_layers=enclosing(ctx),
     )
 
 
