@@ -105,10 +105,11 @@ class StopControl:
 
 class _Requests:
     """The runs of one ContextManager in this process whose stop requests in the store
-    are polled, and the task that polls them."""
+    are polled, and the task that polls them. It holds the manager weakly (it is the
+    value of a weak map keyed by the manager, which its store points back to)."""
 
     def __init__(self, cm: ContextManager) -> None:
-        self.cm = cm
+        self.manager = weakref.ref(cm)
         self.trees: dict[str, list[RunTree]] = {}
         self.task: asyncio.Task[None] | None = None
 
@@ -128,12 +129,12 @@ class _Requests:
         return forget
 
     async def _poll(self) -> None:
-        store = self.cm.state
         while self.trees:
             await asyncio.sleep(STOP_POLL)
-            ids = list(self.trees)
-            if not ids:
+            ids, cm = list(self.trees), self.manager()
+            if not ids or cm is None:
                 return
+            store, cm = cm.state, None
             try:
                 asked = await store.call(store.runs.stop_requests, ids)
             except Exception:  # the store is busy or gone for a moment: look again later

@@ -315,3 +315,21 @@ def test_on_a_shared_postgresql_store_a_run_is_stopped_from_another_machine(tmp_
     assert stop.stdout.splitlines()[-1] == f"run {run_id} ended: stopped"
     assert code == 1 and out.strip() == "Waiting for a stop.", err
     assert counted(tmp_path) == []
+
+
+async def test_watching_for_stop_requests_keeps_no_manager_alive(tmp_path):
+    """The watch of the store for stop requests lives in a weak map keyed by the manager:
+    a manager that ran agents is freed (the sandbox pool holds the last run only)."""
+    import gc
+    import weakref
+
+    from agent_apps.testing.plugin import hermetic_manager
+
+    managers = []
+    for i in range(4):
+        cm = hermetic_manager([], tmp_path / f"m{i}", state=str(tmp_path / f"s{i}.db"))
+        await run_agent(cm, [{"text": "Done."}])
+        managers.append(weakref.ref(cm))
+    del cm
+    gc.collect()
+    assert sum(ref() is not None for ref in managers) <= 1
