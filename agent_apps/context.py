@@ -392,6 +392,9 @@ class Manager:
         return self._cm.events.subscribe(topic, handler)
 
     def config(self, call: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The cascaded config for this skill (defaults < user < project < dirs <
-        metadata < ``call``)."""
-        return self._cm.config_for(self._ctx.skill, call).values
+        """The cascaded config for this skill: defaults < user < project < dirs < metadata
+        < the call layer (the ``config=`` of this invocation and of those above it, as
+        docs/config.md says) < ``call``."""
+        from .config import call_config
+
+        return self._cm.config_for(self._ctx.skill, call_config(self._ctx, call)).values

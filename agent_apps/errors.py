@@ -66,12 +66,16 @@ class SkillNotFound(AgentAppsError):
 
     call_error = True
 
-    def __init__(self, ref: str, *, suggestions: list[str] | None = None, reason: str | None = None) -> None:
+    def __init__(
+        self, ref: str, *, suggestions: list[str] | None = None, reason: str | None = None, path: str | None = None
+    ) -> None:
         self.ref = ref
         self.suggestions = suggestions or []
+        self.path = path
         hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
         hint += f": {reason}" if reason else ""
-        super().__init__(f"no skill named {ref!r}{hint}", skill=ref)
+        what = f"no skill file {path}" if path is not None else f"no skill named {ref!r}"
+        super().__init__(what + hint, skill=ref)
 
 
 class SkillLoadError(AgentAppsError):

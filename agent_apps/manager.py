@@ -524,8 +524,8 @@ class ContextManager:
         path = (self.cwd / path).resolve() if not path.is_absolute() else path
         try:
             mtime = path.stat().st_mtime_ns
-        except OSError:
-            raise SkillNotFound(f"file://{path} (no such file)") from None
+        except OSError as exc:
+            raise SkillNotFound(f"file://{path}", path=str(path), reason=exc.strerror or "cannot read it") from None
         key = (str(path), mtime)
         skill = self._files.get(key)
         if skill is None:

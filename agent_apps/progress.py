@@ -33,8 +33,9 @@ class JsonLines:
 class ProgressPrinter:
     """Human-readable progress; nested agents are indented under their parent."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, verbose: bool = False) -> None:
         self.stream = stream
+        self.verbose = verbose  # code and results whole (``-v``), not cut to a few lines
         self.colour = stream.isatty() and not os.environ.get("NO_COLOR")
         self._depth: dict[str, int] = {}
         self._streaming = False
@@ -76,7 +77,7 @@ class ProgressPrinter:
 
     def _tool_call(self, e: dict[str, Any], pad: str) -> None:
         code = str(e.get("code") or "").rstrip().splitlines()
-        shown = code[:_CODE_LINES] + (
+        shown = code if self.verbose else code[:_CODE_LINES] + (
             [f"... ({len(code) - _CODE_LINES} more lines)"] if len(code) > _CODE_LINES else []
         )
         self._line(pad, self._style("36", "⚙ invoke"))
@@ -134,10 +135,9 @@ class ProgressPrinter:
     def _style(self, code: str, text: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.colour else text
 
-    @staticmethod
-    def _short(text: Any) -> str:
+    def _short(self, text: Any) -> str:
         text = str(text or "").strip()
-        return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " …"
+        return text if self.verbose or len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " …"
 
 
 def _count(n: Any, noun: str) -> str:

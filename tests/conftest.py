@@ -1,14 +1,58 @@
-"""Shared fixtures: every test runs hermetically, away from the user's real config; the
-state store's tests run against both backends (SQLite, and a throwaway PostgreSQL)."""
+"""Shared fixtures: every test runs hermetically, away from the user's real config, home
+and temporary folder (docs/testing.md, "The project's own suite"); the state store's
+tests run against both backends (SQLite, and a throwaway PostgreSQL)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's own home, temporary folder and agent-apps cache, removed at its end.
+
+    Libraries write under ``~`` and the temporary folder on their own (Ray its token in
+    ``~/.ray/auth_token``, its ``session_*`` folders, its workers' folders), and agent-apps
+    keeps its parse cache and compiled sandbox under ``~/.cache/agent-apps``: here they all
+    go to a folder of the session's. The compiled sandbox is the one thing worth keeping
+    between sessions (it takes a minute to build): an artifact the user's own cache holds
+    already is linked into the session's cache, read only, and else the session builds its
+    own. The folder's path is short, under ``/tmp`` when the system's temporary folder has
+    a long one: Ray's sockets live in it, ``ray/session_.../sockets/plasma_store``, and a
+    socket's path is at most 107 bytes.
+    """
+    from agent_apps.sandbox._build import artifact_path
+
+    tmp_path_factory.getbasetemp()  # pytest's own folders stay where they are
+    shared = artifact_path()  # in the user's cache, from the environment as it was
+    base = tempfile.gettempdir()
+    root = Path(tempfile.mkdtemp(prefix="aa-tests-", dir="/tmp" if len(base) > 20 and os.path.isdir("/tmp") else base))
+    home, tmp, cache = root / "home", root / "tmp", root / "home" / ".cache" / "agent-apps"
+    for folder in (home, tmp, cache / "sandbox"):
+        folder.mkdir(parents=True)
+    # a temporary folder as the system's is: other users (the throwaway PostgreSQL server
+    # runs as postgres under root) reach their own folders in it
+    root.chmod(0o755)
+    tmp.chmod(0o1777)
+    if shared.is_file():
+        (cache / "sandbox" / shared.name).symlink_to(shared)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        patch.setenv("TMPDIR", str(tmp))
+        patch.setenv("AGENT_APPS_CACHE_DIR", str(cache))
+        patch.delenv("XDG_CACHE_HOME", raising=False)
+        patch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again
+        try:
+            yield root
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -98,6 +98,17 @@ def test_list_hides_hidden_and_shows_first_lines(cli):
     assert not any(line.startswith("secret") for line in lines)
 
 
+def test_list_a_pattern_names_only_or_with_files(cli, skills_path):
+    code, out, _ = cli("list", "c*")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["count", "crash"]
+    code, out, _ = cli("list", "words in a text", "-q")
+    assert out == "count\n"  # without glob characters: words of the name or the description
+    code, out, _ = cli("list", "shout", "-v")
+    assert out.split() == ["shout", "path", str(skills_path / "shout.skill.py") + ":1"]
+    code, out, err = cli("list", "nothing-like-this")
+    assert code == 0 and out == "" and "no skill matches 'nothing-like-this'" in err
+
+
 def test_list_all_shows_origins_and_shadowing(cli, write_skill, skills_path):
     write_skill("skill-list", "frontmatter = {}\nasync def main(ctx, args):\n    return []\n")
     code, out, err = cli("list", "--all")
@@ -190,7 +201,10 @@ def _run(*argv, cwd, **kw):
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kw)
 
 
-HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool")
+HEAVY = (
+    "boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool", "argcomplete",
+    "starlette", "uvicorn", "agent_apps.console",
+)  # fmt: skip
 
 
 def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, write_skill):
@@ -258,7 +272,8 @@ def test_a_command_line_builds_the_parser_of_its_command_only(capsys):
     from agent_apps.cli import _COMMANDS, _GROUPS, _parser
 
     assert set(_parser("list")[1]) == {"list"}
-    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == {"invoke", "list", "describe", "config", "resume"}
+    intermixed = {"invoke", "run", "list", "describe", "config", "resume"}
+    assert set(_parser(None)[1]) == set(_parser("bogus")[1]) == intermixed
     with pytest.raises(SystemExit):
         main(["--help"])
     listed = capsys.readouterr().out
@@ -352,6 +367,39 @@ def test_unknown_ref_scheme_and_missing_path_are_explained(cli, capsys):
     assert code == 2 and "unknown ref scheme 'weird://'" in err
     assert main(["list", "--path", "/nonexistent/dir"]) == 0
     assert "warning: --path /nonexistent/dir: no such directory" in capsys.readouterr().err
+
+
+def test_a_missing_skill_file_is_named_as_a_file(cli, tmp_path):
+    """Before: ``no skill named 'file:///…/nope.skill.py (no such file)'``."""
+    for command in ("invoke", "describe", "config"):
+        code, out, err = cli(command, str(tmp_path / "nope.skill.py"))
+        assert code == 2 and err == f"error: no skill file {tmp_path / 'nope.skill.py'}: No such file or directory\n"
+
+
+def test_describe_and_config_take_a_path_as_invoke_does(cli, skills_path):
+    code, out, err = cli("describe", str(skills_path / "count.skill.py"))
+    assert code == 0 and out.startswith("count: Count the words in a text."), err
+    code, out, err = cli("config", str(skills_path / "shout.skill.py"))
+    assert code == 0 and "model.max_turns" in out, err
+
+
+def test_config_and_list_show_paths_as_typed(cli, write_skill, skills_path, tmp_path, monkeypatch):
+    """Before: each source line held the skill's absolute path (lines of 170-190 characters)."""
+    meta = 'frontmatter = {"metadata": {"model": {"region": "eu-west-1"}}}\nasync def main(ctx, args): ...\n'
+    write_skill("meta", meta)
+    monkeypatch.chdir(skills_path.parent)
+    code, out, _ = cli("config", "meta")
+    (row,) = [line for line in out.splitlines() if line.startswith("model.region")]
+    assert row.endswith("meta metadata (skills/meta.skill.py:1)")
+    monkeypatch.setenv("HOME", str(tmp_path.parent))
+    monkeypatch.chdir("/")
+    code, out, _ = cli("config", "meta")
+    (row,) = [line for line in out.splitlines() if line.startswith("model.region")]
+    assert row.endswith(f"meta metadata (~/{tmp_path.name}/skills/meta.skill.py:1)")
+    code, out, _ = cli("config", "meta", "--json")
+    assert json.loads(out)["sources"]["model.region"] == f"meta metadata ({skills_path / 'meta.skill.py'}:1)"
+    code, out, _ = cli("list", "--all")
+    assert f"~/{tmp_path.name}/skills/count.skill.py:" in out
 
 
 @pytest.mark.parametrize(

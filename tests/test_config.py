@@ -63,8 +63,8 @@ def test_pyproject_is_read_once_per_change(tmp_path, monkeypatch):
     pyproject = project / "pyproject.toml"
     pyproject.write_text('[tool.agent-apps.model]\nmodel_id = "first"\n')
     reads = []
-    load = tomllib.load
-    monkeypatch.setattr(tomllib, "load", lambda fh: reads.append(fh.name) or load(fh))
+    load = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: reads.append(text) or load(text))
     cm = make(tmp_path, tmp_path / "none")
     assert [cm.config_for(None).values["model"]["model_id"] for _ in range(3)] == ["first"] * 3
     assert len(reads) == 1
@@ -266,7 +266,7 @@ def test_call_time_config_and_the_agent_config_arg_are_checked(write_skill, cont
     ) as info:
         context_manager.invoke_sync("echo", config={"model": {"agnt": "x"}})
     assert info.value.call_error
-    assert context_manager.invoke_sync("echo", config={"model": {"agent": "x"}}) == "agent-strands"
+    assert context_manager.invoke_sync("echo", config={"model": {"agent": "x"}}) == "x"  # the call is the top layer
     with pytest.raises(ConfigError, match=r"unknown config key 'model.max_turn' \(did you mean 'model.max_turns'\?\)"):
         context_manager.invoke_sync("agent", {"config": {"agent": "agent-scripted", "max_turn": 2}})
 
@@ -365,3 +365,19 @@ def test_an_unknown_middleware_names_the_list_and_its_file(tmp_path, write_skill
     with pytest.raises(SkillLoadError) as info:
         cm.invoke_sync("framed")
     assert str(info.value) == f"{path}:2: 'middleware' list of framed: no skill named 'timng'"
+
+
+def test_a_code_skill_sees_the_call_layer_of_its_own_invocation_and_those_above(write_skill, context_manager):
+    """Before: ``ctx.manager.config()`` left out the call's ``config=``, though the call is
+    the cascade's top layer."""
+    write_skill(
+        "region",
+        'frontmatter = {"metadata": {"model": {"region": "metadata"}}}\n'
+        "async def main(ctx, args):\n"
+        '    return ctx.manager.config()["model"]["region"], ctx.manager.config({"model": {"region": "arg"}})["model"]["region"]\n',
+    )
+    write_skill("outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("region")\n')
+    assert context_manager.invoke_sync("region") == ("metadata", "arg")
+    call = {"model": {"region": "call"}}
+    assert context_manager.invoke_sync("region", config=call) == ("call", "arg")
+    assert context_manager.invoke_sync("outer", config=call) == ("call", "arg")  # a call's config holds below it

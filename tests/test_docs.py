@@ -281,3 +281,26 @@ def matches(expected: list[str], got: list[str]) -> bool:
         return any(matches(rest, got[i:]) for i in range(len(got) + 1))
     pattern = ".*".join(re.escape(part) for part in head.rstrip().split("..."))
     return bool(got) and re.fullmatch(pattern, got[0].rstrip()) is not None and matches(rest, got[1:])
+
+
+def test_ci_runs_the_readme_commands_exactly():
+    """What CI runs is what a new user runs: each line of the README's first block is a
+    line of .ci/run, and the install asks for the newest releases the ranges allow."""
+    readme = next(block for block in blocks(ROOT / "README.md") if block.lang == "sh")
+    lines = readme.body.strip().splitlines()
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and all(line in script for line in lines), (lines, script)
+    assert "--upgrade --upgrade-strategy eager" in lines[0]
+    assert script.index(lines[0]) < script.index(lines[1])
+
+
+def test_top_level_await_is_explained_where_it_is_used():
+    """A reader who pastes a block with a top-level ``await`` into a script gets a
+    SyntaxError: each page with one says how to run it."""
+    for doc in DOCS:
+        for block in blocks(doc):
+            if block.lang != "python" or block.mode.startswith(("agent-code", "in-skill", "pytest", "file")):
+                continue
+            if re.search(r"^(?:\w[\w, ]*=\s*)?await |^async (?:with|for) ", block.body, re.M):
+                assert "python -m asyncio" in doc.read_text(encoding="utf-8"), f"{block}: top-level await, unexplained"
+                break

@@ -77,3 +77,30 @@ def test_the_information_agent_aggregates_runs_by_their_id():
     assert digest[0].split()[1] != digest[1].split()[1]  # two runs, two ids
     assert lines[5] == "1 run(s) still going (this one included)"
     assert lines[6] == "[('proofread', 'done'), ('runs-digest', 'done')]"
+
+
+def test_durability_example_waits_for_approval_then_resumes(tmp_path):
+    """docs/durability.md's opening, step by step, in real processes on a copy of the folder."""
+    import os
+    import re
+    import shutil
+
+    work = tmp_path / "durability"
+    shutil.copytree(ROOT / "examples" / "durability", work)
+    env = {**os.environ, "AGENT_APPS_STATE": str(tmp_path / "state.db")}
+
+    def run(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "agent_apps", *argv], cwd=work, env=env, capture_output=True, text=True,
+            timeout=180, stdin=subprocess.DEVNULL,
+        )
+
+    waiting = run("invoke", "scribe", "--path", "skills")
+    assert waiting.returncode == 3, waiting.stderr
+    run_id = re.search(r"run (\w+) is waiting for approval of file-write", waiting.stderr)[1]
+    assert not (work / "out.txt").exists()
+    approved = run("approve", run_id[:8])
+    assert approved.returncode == 0 and approved.stdout.startswith("approved file-write"), approved.stderr
+    resumed = run("resume", run_id[:8])
+    assert resumed.returncode == 0 and resumed.stdout.strip() == "Done.", resumed.stderr
+    assert (work / "out.txt").read_text() == "hello\n"

@@ -155,7 +155,7 @@ async def test_refs_file_inline_anonymous_and_skill_objects(write_skill, context
     with pytest.raises(ArgsInvalid):
         await context_manager.invoke(definition, {"n": "x"})
     assert await context_manager.invoke(Skill(name="obj", _main=main, params={"type": "object"}), {"n": 1}) == 2
-    with pytest.raises(SkillNotFound, match="no such file"):
+    with pytest.raises(SkillNotFound, match="no skill file .*: No such file or directory"):
         await context_manager.invoke("file:///nonexistent/x.skill.py")
     with pytest.raises(AgentAppsError, match="needs a callable 'main'"):
         await context_manager.invoke({"name": "x"})

@@ -4,9 +4,10 @@ The sandbox hands every ``ctx.manager.invoke(...)`` of the guest to
 :meth:`HostCalls.call`. From there a call goes down one layer at a time, each adding
 one concern (HTTPX's ``send`` has the same shape):
 
-1. :meth:`HostCalls.call`: count the call for the report (its entry: latency, error,
-   skipped, metrics), refuse it once the run is halted or stopping, and keep it among
-   the calls in flight (so a halt can wait for them).
+1. :meth:`HostCalls.call`: refuse the call once the run is halted or stopping, keep it
+   among the calls in flight (so a halt can wait for them), and list it in the report
+   (the recorder's entry: args, result or error, latency; :meth:`HostCalls._listed`
+   adds how its result came, and :meth:`HostCalls._perform` its metrics).
 2. :meth:`HostCalls._journaled`: with a journal (durable.py), answer it from the
    journal when resumed, else make it and journal its outcome before the code sees it.
 3. :meth:`HostCalls._decided`: the tool-call hooks (hooks.py) may skip the call or
@@ -32,6 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..admission import mark_admitted
+from ..authority import Authority, check_call_as
 from ..errors import (
     AgentAppsError,
     ApprovalPending,
@@ -79,27 +81,28 @@ class HostCalls:
         the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
         sandbox checked that it comes alone) advances the call this agent serves."""
         run = self.run
+        assert run.recorder is not None  # made before the sandbox that calls this
         mark_admitted()  # agents started below this run (which holds a sandbox) never wait for one
-        entry = run.recorder.called(name) if run.recorder is not None else None
-        started = time.perf_counter()
+        if run.state.halted is not None:
+            raise run.state.halted
         task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
         try:
-            if run.state.halted is not None:
-                raise run.state.halted
-            stopping = run.stopper.reason
-            if stopping is not None:
-                raise RunStopped(stopping, message=f"the run was stopped ({stopping}): no new call starts")
-            if task is not None:
-                self._in_flight.add(task)
-            result, how = await self._journaled(name, args, options, entry)
-        except BaseException as exc:
-            if entry is not None:
-                entry["error"] = f"{type(exc).__name__}: {exc}" if run.recorder.keeps_content else True  # type: ignore[union-attr]
-            raise
+            return await run.recorder.host_call(name, args, functools.partial(self._listed, name, args, options))
         finally:
             self._in_flight.discard(task)  # type: ignore[arg-type]
-            if entry is not None:
-                entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+    async def _listed(
+        self, name: str, args: dict[str, Any] | None, options: dict[str, Any], entry: dict[str, Any] | None
+    ) -> Any:
+        """The call, with how its result came in its ``entry`` of the report (the
+        recorder's; None when the call is not listed). A run that is stopping refuses it
+        (listed, with the RunStopped error)."""
+        stopping = self.run.stopper.reason
+        if stopping is not None:
+            raise RunStopped(stopping, message=f"the run was stopped ({stopping}): no new call starts")
+        result, how = await self._journaled(name, args, options, entry)
         if entry is not None and how != MADE:
             entry[how] = True
             if how == ANSWERED:  # not made either
@@ -167,6 +170,7 @@ class HostCalls:
         if not self._hooked or options.get("next"):
             return await self._perform(name, args, options, call, entry)
         hooks = self.run.hooks
+        self._check_allowed(name, args)
         about = self._about(name, args, call)
         if _START in hooks:
             directive = await hooks.decide(_START, call=about)
@@ -192,6 +196,17 @@ class HostCalls:
             hooks.call(_COMPLETE, call={**about, "result": result, "how": how, "latency_ms": latency,
                                         "metrics": metrics or {}})  # fmt: skip
         return result, how
+
+    def _check_allowed(self, name: str, args: dict[str, Any] | None) -> None:
+        """Refuse (:class:`ToolNotAllowed`) a call the code's allowed-tools forbid before a
+        hook hears it: a hook may skip, answer or give a fallback only for a call the code
+        may make, so no hook hands the code a result of a skill it may not call."""
+        code_ctx = self.run.executor.code_ctx
+        assert code_ctx is not None
+        cm = self.run.cm
+        by = f"agent code of {self.run.settings.name}"
+        target = cm._resolve(name, code_ctx)
+        check_call_as(Authority(code_ctx.skill.allowed_tools, True, by), target, args, cm.catalog.skills)
 
     def _about(self, name: str, args: dict[str, Any] | None, call: HostCall | None) -> dict[str, Any]:
         """What the tool-call hooks are told about a call."""

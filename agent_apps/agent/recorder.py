@@ -1,43 +1,68 @@
 """What an agent run leaves behind: its session's messages and its report.
 
 The agent policy already hears every step of a run through the hook events; the
-:class:`Recorder` turns them into
+:class:`Recorder` holds the run's session (one run of a session at a time, see
+:meth:`Recorder.start`) and turns the events into
 
 * the **messages** of the session, in the neutral format
   (:mod:`agent_apps.state.messages`), appended in one transaction as each turn ends
   (the user's message with the first turn, a hook's "continue" message with the next),
   so no provider needs to know about storage, and a crash loses at most the turn in
   flight;
-* the **report** (steps with model latency, usage and finish reason; tool calls with
-  args, result size, latency, error and whether they were skipped, and the host calls
-  their code made: skill, latency, error, skipped, metrics; totals), written after
-  every turn and when the run ends.
+* the **report**, written after every turn and when the run ends: per turn the model's
+  text and reasoning, its timings, usage, cost and finish reason, and its tool calls
+  (the code of each invoke call, the result the model read, latency, whether it was
+  skipped) with the host calls their code made (skill, args, result or error, latency,
+  whether a hook or the approver skipped or answered it, metrics); and the totals. An
+  agent started by agent code names the host call that started it (``parent_call``);
+* the **turn in flight**, written for watchers (the console) as it changes, at most
+  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
 
-Retention (``model.retention``) decides what is kept once the run ends: ``permanent``
-everything; ``run`` the messages and memory while the run lasts, removed when it ends;
-``none`` no message content at all. Reports of runs that are not ``permanent`` keep no
-content either (no user message, result, code or tool output): only ids, statuses,
-counts, sizes, timings and usage.
+Content is bounded (:mod:`agent_apps.agent.content`). Retention (``model.retention``)
+decides what is kept once the run ends: ``permanent`` everything; ``run`` the messages
+and memory while the run lasts, removed when it ends; ``none`` no message content at
+all. Reports of runs that are not ``permanent`` keep no content either (no user
+message, text, reasoning, code, args, result or error message), while they run or
+after: only ids, statuses, counts, sizes, timings, usage and cost.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..errors import AgentAppsError, ApprovalPending, BudgetExceeded, Cancelled
 from ..state.messages import Message, estimate_text
+from .content import TEXT_LIMIT, ContentBudget, dumps, json_size
 
 if TYPE_CHECKING:
+    from ..budget import Price
     from ..run_record import RunRecord
     from ..state import StateStore
     from .durable import AgentJournal
 
-__all__ = ["MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
+__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
 
+T = TypeVar("T")
 RETENTIONS = ("none", "run", "permanent")
-#: Host calls listed per tool call in the report; past it they are counted (``host_calls_cut``).
+#: Seconds between two writes of the turn in flight (the first change after a quiet
+#: spell is written at once): a watcher sees a change at most this much later, plus
+#: its own polling interval.
+LIVE_INTERVAL = 0.05
+#: Host calls listed per tool call; past it they are counted (``host_calls_cut``).
 MAX_HOST_CALLS = 200
 _UNSET: Any = object()
+#: The host call being made in this task: ``(agent id, call id)``. An agent that the
+#: call starts reads it to name the call that started it.
+_HOST_CALL: contextvars.ContextVar[tuple[str | None, str] | None] = contextvars.ContextVar(
+    "agent_apps_host_call", default=None
+)
+_log = logging.getLogger("agent_apps.agent")
 
 
 class Recorder:
@@ -54,6 +79,7 @@ class Recorder:
         retention: str,
         user_message: str,
         journal: AgentJournal | None = None,
+        price: Price | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -63,6 +89,9 @@ class Recorder:
         self.retention = retention
         self.keeps_content = retention == "permanent"
         self.writes_messages = self.session is not None and retention != "none"
+        #: the model's price (USD per million tokens): each turn's cost, when known
+        self.price = price
+        self.content = ContentBudget()
         self.started = time.time()
         self._clock = time.perf_counter()
         self.report: dict[str, Any] = {
@@ -81,8 +110,11 @@ class Recorder:
             "status": "running",
             "started_at": self.started,
         }
+        caller = _HOST_CALL.get()
+        if caller is not None and record.parent is not None and caller[0] == record.parent:
+            self.report["parent_call"] = caller[1]
         if self.keeps_content:
-            self.report["user_message"] = user_message
+            self.content.text(self.report, "user_message", user_message)
         self.steps: list[dict[str, Any]] = []
         self.compaction: dict[str, Any] | None = None
         #: user-side messages waiting for the next turn to end
@@ -90,25 +122,59 @@ class Recorder:
         self._step: dict[str, Any] | None = None
         self._closed: dict[str, Any] | None = None  # the step whose turn ended, until it is stored
         self._text: list[str] = []
+        self._reasoning: list[str] = []
         self._calls: list[dict[str, Any]] = []
         self._results: list[Message] = []
         self._open: dict[str, dict[str, Any]] = {}
         self._memory_seen: Any = _UNSET
         self._memory_at_start: dict[str, Any] | None = None
+        self._holding: contextlib.AsyncExitStack | None = None  # the session, while this run holds it
         self.system_tokens = 0
+        self._live_timer: asyncio.TimerHandle | None = None
+        self._live_write: asyncio.Task[None] | None = None
+        self._live_at = 0.0
 
     # -- start -------------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any] | None:
-        """Record the run's start; returns the memory the session's last run left."""
+        """Record the run's start; returns the memory the session's last run left.
+
+        A run in a session first waits until no other run of the session is in progress
+        (:meth:`StateStore.session_lock <agent_apps.state.StateStore.session_lock>`), so
+        the session's history never interleaves two runs; it holds the session until
+        :meth:`finish`. The wait ends with the run's cancellation (status ``cancelled``)
+        or its deadline (``budget``), as the run would."""
         store, record = self.store, self.record
-
-        def begin() -> dict[str, Any] | None:
-            store.runs.start_agent(record, name=self.report["name"])
-            return store.sessions.begin(self.session) if self.session is not None else None
-
-        memory = self._memory_at_start = await store.call(begin)
+        await store.call(store.runs.start_agent, record, name=self.report["name"])
+        if self.session is None:
+            return None
+        try:
+            await self._hold_session(self.session)
+        except BaseException as exc:
+            stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
+            status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
+            await asyncio.shield(self.finish(status, error=error_of(exc, record.signal)))
+            raise
+        memory = self._memory_at_start = await store.call(store.sessions.begin, self.session)
         return memory  # retention decides what a run leaves, not what it may read
+
+    async def _hold_session(self, session: str) -> None:
+        """Wait for the session's turn (see :meth:`start`); it is held until :meth:`finish`."""
+        record = self.record
+        holding = contextlib.AsyncExitStack()
+        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id))
+        left = record.time_left
+        try:
+            if record.signal is not None:
+                await record.signal.guard(asyncio.wait_for(waiting, left))
+            else:
+                await asyncio.wait_for(waiting, left)
+        except TimeoutError:
+            over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
+            if over is None:
+                raise
+            raise over from None
+        self._holding = holding
 
     # -- hook events -------------------------------------------------------------------
 
@@ -121,30 +187,32 @@ class Recorder:
                 "index": len(self.steps),
                 "turn": event.get("turn"),
                 "type": "initial" if not self.steps else "followup",
+                "started_at": time.time(),
                 "_start": now,
                 "tool_calls": [],
             }
             self.steps.append(self._step)
-            self._text, self._calls, self._results, self._open = [], [], [], {}
+            self._text, self._reasoning, self._calls, self._results, self._open = [], [], [], [], {}
         elif self._step is None:
             return
-        elif kind == "message" and event.get("text"):
-            self._text.append(str(event["text"]))
+        elif kind in ("message", "reasoning") and event.get("text"):
+            (self._text if kind == "message" else self._reasoning).append(str(event["text"]))
             self._step.setdefault("_first", now)
         elif kind == "tool-call":
             self._step.setdefault("_first", now)
             ident = str(event.get("id") or f"{self.record.agent_id}-{self._step['turn']}-{len(self._calls)}")
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
             call: dict[str, Any] = {
                 "id": ident,
                 "tool": event.get("tool"),
+                "started_at": time.time(),
                 "skills": [],
                 "host_calls": [],
                 "skipped": False,
                 "_start": now,
             }
             if self.keeps_content:
-                call["args"] = args
+                self._keep_args(call, args)
             self._step["tool_calls"].append(call)
             self._open[ident] = call
             self._calls.append({"id": ident, "name": str(event.get("tool") or ""), "input": args})
@@ -160,6 +228,8 @@ class Recorder:
             found["latency_ms"] = round((now - found.pop("_start")) * 1000, 3)
             found["result_size"] = len(text.encode("utf-8"))
             found["error"] = (text if self.keeps_content else True) if error else None
+            if self.keeps_content:
+                self.content.text(found, "result", text)
             message: Message = {
                 "role": "tool",
                 "tool_call_id": str(found["id"]),
@@ -168,6 +238,9 @@ class Recorder:
                 "error": error,
             }
             self._results.append(message)
+        else:
+            return
+        self._changed()
 
     def _running_call(self) -> dict[str, Any] | None:
         """The tool call whose code runs now (of several run together, the last one)."""
@@ -176,21 +249,65 @@ class Recorder:
                 return call
         return None
 
-    def called(self, skill: str) -> dict[str, Any] | None:
-        """Agent code called ``skill`` (a host call from the sandbox): its entry in the
-        report of the tool call whose code runs, for the caller to fill in (None past
-        :data:`MAX_HOST_CALLS`, or outside a tool call)."""
-        call = self._running_call()
-        if call is None:
-            return None
-        call["skills"].append(skill)
-        listed: list[dict[str, Any]] = call["host_calls"]
+    def _keep_args(self, call: dict[str, Any], args: dict[str, Any]) -> None:
+        """A tool call's args, each cut on its own: the code of an invoke call is text."""
+        kept: dict[str, Any] = {}
+        for key, value in args.items():
+            if isinstance(value, str):
+                self.content.text(kept, key, value)
+            else:
+                self.content.value(kept, key, value)
+        call["args"] = kept
+
+    async def host_call(
+        self, skill: str, args: dict[str, Any] | None, call: Callable[[dict[str, Any] | None], Awaitable[T]]
+    ) -> T:
+        """Agent code calls ``skill`` with ``args`` (a host call from the sandbox);
+        ``call`` makes it, given the call's entry in the report to add what only the
+        gateway knows (skipped, answered, replayed, metrics), or None when it is not
+        listed. Recorded under the tool call whose code is running: args, result or
+        error, latency."""
+        owner = self._running_call()
+        if owner is None:
+            return await call(None)
+        owner["skills"].append(skill)
+        listed: list[dict[str, Any]] = owner["host_calls"]
         if len(listed) >= MAX_HOST_CALLS:
-            call["host_calls_cut"] = call.get("host_calls_cut", 0) + 1
-            return None
-        entry: dict[str, Any] = {"skill": skill, "skipped": False}
+            owner["host_calls_cut"] = owner.get("host_calls_cut", 0) + 1
+            return await call(None)
+        entry: dict[str, Any] = {
+            "id": f"{owner['id']}.{len(listed) + 1}",
+            "skill": skill,
+            "started_at": time.time(),
+            "status": "running",
+            "skipped": False,
+        }
+        if self.keeps_content and args is not None:
+            self.content.value(entry, "args", args)
         listed.append(entry)
-        return entry
+        self._changed()
+        token = _HOST_CALL.set((self.record.agent_id, entry["id"]))
+        start = time.perf_counter()
+        try:
+            result = await call(entry)
+        except BaseException as exc:
+            entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
+            entry["status"] = "waiting-approval" if isinstance(exc, ApprovalPending) else "error"
+            entry["error"] = {"type": type(exc).__name__}
+            if self.keeps_content:
+                self.content.text(entry["error"], "message", str(exc))
+            raise
+        else:
+            entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
+            entry["status"] = "ok"
+            text = None if isinstance(result, str) else dumps(result)
+            entry["result_size"] = json_size(result, text)
+            if self.keeps_content:
+                self.content.value(entry, "result", result, text=text)
+            return result
+        finally:
+            _HOST_CALL.reset(token)
+            self._changed()
 
     def skipped(self) -> None:
         """The tool call just announced did not run its code (denied, or refused)."""
@@ -213,11 +330,14 @@ class Recorder:
         latency = event.get("latency_ms")
         step["model_latency_ms"] = round(float(latency), 3) if latency is not None else round((first - start) * 1000, 3)
         step["usage"] = dict(usage or {})
+        if self.price is not None:
+            step["cost_usd"] = round(self.price.cost(step["usage"]), 8)
         reason = event.get("stop_reason")
         step["finish_reason"] = str(reason) if reason else ("tool_use" if self._calls else "end_turn")
         for call in step["tool_calls"]:
             call.pop("_start", None)
         step["tool_ms"] = round(sum(c.get("latency_ms") or 0 for c in step["tool_calls"]), 3)
+        step["total_ms"] = round((now - start) * 1000, 3)
         if self.journal is not None and self.journal.turn_stored(step.get("turn")):  # a resumed run's, from the journal
             step["replayed"] = True
         return {k: v for k, v in step.items() if not k.startswith("_")}
@@ -236,6 +356,10 @@ class Recorder:
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
+        if self.keeps_content:
+            self.content.text(step, "text", assistant["text"])
+            if self._reasoning:
+                self.content.text(step, "reasoning", "".join(self._reasoning))
         if self._calls:
             assistant["tool_calls"] = self._calls  # type: ignore[typeddict-item]
         batch = [*self._pending, assistant, *self._results]
@@ -257,6 +381,7 @@ class Recorder:
 
         if journal is not None:  # the turn's host calls first: its marker says it is complete
             await journal.run.flush()
+        await self._live_written()
 
         def write() -> None:
             if session is not None:
@@ -273,24 +398,73 @@ class Recorder:
 
         await store.call(write)
 
+    # -- the turn in flight ------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """The turn in flight changed: write it for watchers, now or when
+        :data:`LIVE_INTERVAL` has passed since the last write."""
+        if self._live_timer is not None or self._step is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._live_at + LIVE_INTERVAL - time.monotonic())
+        self._live_timer = loop.call_later(delay, self._write_live)
+
+    def _write_live(self) -> None:
+        self._live_timer = None
+        step = self._step
+        if step is None:
+            return
+        self._live_at = time.monotonic()
+        live = {k: v for k, v in step.items() if not k.startswith("_")}
+        live["tool_calls"] = [{k: v for k, v in c.items() if k != "_start"} for c in step["tool_calls"]]
+        if self.keeps_content:  # the text so far, cut as the turn's own will be
+            for field, parts in (("text", self._text), ("reasoning", self._reasoning)):
+                if parts:
+                    ContentBudget(self.content.room).text(live, field, "".join(parts))
+        text = dumps(live)
+        before = self._live_write
+        self._live_write = asyncio.ensure_future(self._store_live(text, before))
+
+    async def _store_live(self, text: str, before: asyncio.Task[None] | None) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # in the order they were taken
+        try:
+            await self.store.call(self.store.runs.live, self.record, text)
+        except Exception:  # a watcher's view; the turn's report is what counts
+            _log.debug("writing the turn in flight failed", exc_info=True)
+
+    async def _live_written(self) -> None:
+        """No write of the turn in flight is pending or in progress: what comes next
+        (the turn's report, the final one) is written after it."""
+        if self._live_timer is not None:
+            self._live_timer.cancel()
+            self._live_timer = None
+        if self._live_write is not None:
+            await asyncio.wait([self._live_write])
+            self._live_write = None
+
     # -- the end -----------------------------------------------------------------------
 
     async def finish(
-        self, status: str, *, result: Any = None, error: BaseException | None = None, message: str | None = None
+        self, status: str, *, result: Any = None, error: dict[str, Any] | None = None, message: str | None = None
     ) -> None:
-        """The run ended with ``status`` (and, stopped before its end, its terminal
-        ``message``): its final report, and what retention removes."""
+        """The run ended with ``status``: its final report (with ``error``, its type and
+        message, when it failed; stopped before its end, its terminal ``message``), and
+        what retention removes."""
         self.report["status"] = status
         if message is not None:
             self.report["message"] = message
         if error is not None:
-            self.report["error"] = {"type": type(error).__name__, "message": str(error)}
+            self.report["error"] = {key: value for key, value in error.items() if key != "message"}
+            if "message" in error:
+                self.content.text(self.report["error"], "message", str(error["message"]))
         elif self.keeps_content:
-            self.report["result"] = result
+            self.content.value(self.report, "result", result, TEXT_LIMIT)
         report = self._report(final=True)
         store, record, session, journal = self.store, self.record, self.session, self.journal
         if journal is not None:
             await journal.run.flush()
+        await self._live_written()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
         forget = ended and session is not None
@@ -302,7 +476,12 @@ class Recorder:
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
 
-        await store.call(write)
+        try:
+            await store.call(write)
+        finally:  # the session's next run may go on
+            holding, self._holding = self._holding, None
+            if holding is not None:
+                await holding.aclose()
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [
@@ -325,6 +504,8 @@ class Recorder:
             "model_ms": round(sum(s.get("model_latency_ms") or 0 for s in steps), 3),
             "tool_ms": round(sum(s.get("tool_ms") or 0 for s in steps), 3),
         }
+        if self.price is not None:
+            report["cost_usd"] = round(sum(s.get("cost_usd") or 0 for s in steps), 8)
         if self.compaction is not None:
             report["compaction"] = self.compaction
         if self.record.ledger is not None:  # limits, and usage with the agents below this one
@@ -336,3 +517,14 @@ class Recorder:
 
     def set_system(self, system_prompt: str) -> None:
         self.system_tokens = estimate_text(system_prompt)
+
+
+def error_of(exc: BaseException, signal: Any) -> dict[str, Any]:
+    """What a run's events and its report say of the error it ended with: a task
+    cancelled under it reads as the cancellation it is, with ``signal``'s reason."""
+    if isinstance(exc, AgentAppsError):
+        return exc.to_json()
+    if isinstance(exc, asyncio.CancelledError):
+        reason = signal.reason if signal is not None else None
+        return {"type": "Cancelled", "message": reason or "cancelled"}
+    return {"type": type(exc).__name__, "message": str(exc)}

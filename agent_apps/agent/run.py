@@ -69,7 +69,7 @@ from .hooks import RunHooks
 from .limits import JOIN_GRACE, arm_deadline, child_record
 from .model_calls import ModelCalls, declares_model_calls, require_model_calls
 from .prompt import INVOKE_TOOL
-from .recorder import Recorder
+from .recorder import Recorder, error_of
 from .reporting import RunReporter
 from .run_state import RunState
 from .settings import settle
@@ -169,7 +169,8 @@ class AgentRun:
             status = self.state.status  # set by the steps for the errors they know
             status, message = "error" if status == "running" else status, self.state.published.get("message")
             # shielded: a second cancel of this task must not lose the run's final status
-            await asyncio.shield(recorder.finish(status, error=exc, message=message))
+            error = {key: value for key, value in self._error_of(exc).items() if key in ("type", "message")}
+            await asyncio.shield(recorder.finish(status, error=error, message=message))
             raise
         finally:
             self.stopper.close()
@@ -189,6 +190,7 @@ class AgentRun:
             retention=settings.retention,
             user_message=settings.user_message,
             journal=journal,
+            price=settings.supervision.price,
         )
         memory = await recorder.start()
         started = journal.started if journal is not None else None
@@ -420,10 +422,11 @@ class AgentRun:
         elif state.status == "running":
             state.status = _STATUS_OF.get(type(exc), "error")
         reported = halted if halted is not None else over if over is not None else exc
-        cancelled = {"type": "Cancelled", "message": "cancelled"}
-        error = reported.to_json() if isinstance(reported, AgentAppsError) else cancelled
-        self.reporter.emit("agent-error", error=error, status=state.status)
+        self.reporter.emit("agent-error", error=self._error_of(reported), status=state.status)
         return halted, over
+
+    def _error_of(self, exc: BaseException) -> dict[str, Any]:
+        return error_of(exc, self.ctx.signal)
 
 
 def _takes_arg(provider: Skill, arg: str) -> bool:

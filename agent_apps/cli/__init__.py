@@ -13,9 +13,10 @@ import argparse
 import gc
 import importlib
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ..errors import AgentAppsError
@@ -27,11 +28,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
-    "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
-    "runs": ("agent_apps.state.cli", "list, show, stop, export and import recorded agent runs"),
-    "state": ("agent_apps.state.cli", "copy a whole state store, between SQLite and PostgreSQL"),
-    "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
-    "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
+    "sessions": ("agent_apps.cli.state", "list, show, export, import, fork and remove sessions"),
+    "runs": ("agent_apps.cli.state", "list, show, stop, export and import recorded agent runs"),
+    "state": ("agent_apps.cli.state", "copy a whole state store, between SQLite and PostgreSQL"),
+    "scheduler": ("agent_apps.cli.scheduler", "run due schedules in the foreground until Ctrl-C"),
+    "batch": ("agent_apps.cli.batch", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
+    "console": ("agent_apps.console.cli", "a local web page over the state store: runs, approvals, sessions"),
 }
 
 
@@ -57,6 +59,8 @@ _gc_paused = False
 
 def main(argv: Sequence[str] | None = None) -> int:
     global _gc_paused
+    if argv is None and "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (Tab)
+        importlib.import_module("agent_apps.cli.completion").complete()  # as every command's module
     if argv is not None or not gc.isenabled():  # a caller's own process (a test): its collector as it is
         return _main(list(sys.argv[1:] if argv is None else argv))
     gc.disable()  # until the start is over: see _start_done()
@@ -172,22 +176,86 @@ def _manager(args: argparse.Namespace) -> Any:
     return ContextManager(search_path=args.path)
 
 
+def _skill(cm: Any, ref: str) -> Any:
+    """The skill a command line names: a name on the search path, or a path to a skill file."""
+    return cm.get(ref) if _is_name(ref) else cm._resolve(ref, None)
+
+
 def cmd_invoke(args: argparse.Namespace) -> int:
     cm = _manager(args)
-    skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
+    skill = _skill(cm, args.name)
     call_args = _call_args(args, skill.params)
-    options: dict[str, Any] = {"session": args.session} if args.session else {}
-    if args.timeout is not None:
-        options["timeout"] = args.timeout
+    options = _call_options(cm, args)
     if args.context is not None:
         options["context"] = _text_or_file(args.context, "--context")
+    return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
+
+
+def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The invocation's options from ``--session``, ``--timeout``, ``--model`` and
+    ``--config`` (the call layer of the cascade: it wins over every config file and the
+    skill's metadata, as ``invoke(..., config=...)`` does in Python)."""
+    options: dict[str, Any] = {}
     if args.session:
         from ..state import session_id_problem
 
         problem = session_id_problem(args.session)
         if problem:
             raise UsageError(f"--session: {problem}")
-    return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
+        options["session"] = args.session
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    config: dict[str, Any] = {}
+    for pair in args.config:
+        layer = _config_pair(cm, pair)
+        _merge(config, layer)
+    if args.model is not None:
+        _merge(config, {"model": {"model_id": args.model}})
+    if config:
+        options["config"] = config
+    return options
+
+
+def _config_pair(cm: Any, pair: str) -> dict[str, Any]:
+    """One ``--config KEY=VALUE`` (or ``KEY:=JSON``) as a config layer, checked on its own
+    so that an error names the pair. VALUE is typed by the key: kept as text for a string
+    key, else read as JSON when it is JSON (``model.max_turns=5``, ``model.persistent=true``)."""
+    from ..config import expected_type
+    from ..errors import ConfigError
+
+    key, sep, text = pair.partition("=")
+    as_json = key.endswith(":")
+    key = key.removesuffix(":")
+    parts = tuple(key.split("."))
+    if not sep or not all(parts):
+        raise UsageError(f"--config {pair!r} is not KEY=VALUE or KEY:=JSON (KEY dotted: model.max_turns)")
+    keys = cm.config_keys() or {}
+    value: Any = text
+    if as_json or not str(expected_type(keys, parts) or "").startswith("a string"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if as_json:
+                raise UsageError(f"--config {pair}: not valid JSON: {exc.msg}") from None
+    layer: dict[str, Any] = {}
+    node = layer
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    try:
+        cm.check_call_config(layer)
+    except ConfigError as exc:
+        problem = str(exc).removeprefix("the call's config: ")
+        raise UsageError(f"--config {pair}: {problem}") from None
+    return layer
+
+
+def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -209,7 +277,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     what = {"approve": "approved", "deny": "denied", "skip": "skipped", "result": "answered"}[action]
     reason = f" ({args.deny})" if args.deny else f" with {_short_json(result)}" if action == "result" else ""
     call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
-    print(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}")
+    print(printable(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}"))
     return EXIT_OK
 
 
@@ -231,8 +299,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _serve(cm, args, name, lambda options: cm.resume(run.id, **options))
 
 
-def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
-    """Run ``start(options)`` (an invocation) with progress on stderr; print its result."""
+def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any, runner: Any = None) -> int:
+    """Run ``start(options)`` (an invocation) with progress on stderr; print its result.
+
+    ``runner`` (an :class:`asyncio.Runner`) runs it on an event loop that outlives it (a
+    chat's turns share one); without, on a loop of its own.
+    """
     import asyncio
 
     from ..errors import ApprovalPending
@@ -240,7 +312,10 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     from ..progress import JsonLines, ProgressPrinter
 
     topic = f"cli.{cm.id}"
-    cm.events.subscribe(topic, JsonLines(sys.stderr) if args.events else ProgressPrinter(sys.stderr))
+    if args.events:
+        cm.events.subscribe(topic, JsonLines(sys.stderr), id=topic)
+    elif not args.quiet:
+        cm.events.subscribe(topic, ProgressPrinter(sys.stderr, verbose=args.verbose), id=topic)
     served: dict[str, Any] = {}
 
     async def run() -> Any:
@@ -254,11 +329,11 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any) -> int:
     configure_from_env()  # OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT: spans of the run
     _start_done()
     try:
-        result = asyncio.run(run())
+        result = runner.run(run()) if runner is not None else asyncio.run(run())
     except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
         print(
-            f"agent-apps: run {exc.run_id} is waiting for approval of {exc.call}; decide with: agent-apps approve "
-            f"{exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
+            f"agent-apps: run {exc.run_id} is waiting for approval of {printable(exc.call)}; decide with: "
+            f"agent-apps approve {exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
             file=sys.stderr,
         )
         return EXIT_APPROVAL
@@ -286,6 +361,22 @@ def _text_or_file(value: str, option: str) -> str:
         raise UsageError(f"{option} {value}: {exc.strerror}") from None
 
 
+def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``cast`` at least (or above) ``least``."""
+    what = "a number of seconds" if cast is float else "a whole number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value) or value < least or (above and value == least):
+            raise argparse.ArgumentTypeError(f"must be {'greater than' if above else 'at least'} {least:g}, not {text}")
+        return value
+
+    return parse
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -310,13 +401,14 @@ def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[
 
     call: dict[str, Any] = {}
     if args.args is not None:
-        text = _text_or_file(args.args, "--args")
+        text = sys.stdin.read() if args.args == "@-" else _text_or_file(args.args, "--args")  # @-: piped args
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"--args is not valid JSON: {exc}") from None
+            source = " (stdin)" if args.args == "@-" else f" ({args.args[1:]})" if args.args.startswith("@") else ""
+            raise UsageError(f"--args{source} is not valid JSON: {exc}") from None
         if not isinstance(loaded, dict):
-            raise UsageError("--args must be a JSON object")
+            raise UsageError(f"--args must be a JSON object, not {type(loaded).__name__}")
         call.update(loaded)
     plain: list[tuple[str, str]] = []
     for pair in args.pairs:
@@ -392,28 +484,52 @@ def _parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict[s
     if only is None:
         for name, (_, text) in _GROUPS.items():  # listed in --help; parsed by their own module
             sub.add_parser(name, help=text, add_help=False)
-    intermixed = ("invoke", "list", "describe", "config", "resume")
+    intermixed = ("invoke", "run", "list", "describe", "config", "resume")
     return parser, {name: sub.choices[name] for name in intermixed if name in sub.choices}
 
 
 def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("invoke", parents=[common], help="invoke a skill and print its result")
+    p = sub.add_parser(
+        "invoke", parents=[common], help="invoke a skill and print its result",
+        description="Invoke a skill (a name on the search path, or a skill file) with args, and print its "
+        "result on stdout; an agent's live progress goes to stderr.",
+    )
     p.add_argument("name", metavar="NAME", help="a skill name, or a path to a skill file")
     p.add_argument(
         "pairs", nargs="*", default=[], metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)"
     )
-    p.add_argument("--args", metavar="JSON|@FILE", help="args as a JSON object, or @file.json")
-    p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
-    p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
-    p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument("--args", metavar="JSON|@FILE|@-", help="args as a JSON object, @file.json, or @- (stdin)")
     p.add_argument(
         "--context", metavar="TEXT|@FILE", help="per-task context for the agent: a dynamic layer of its system prompt"
     )
+    add_call_options(p)
+    add_output_options(p)
+    p.set_defaults(run=cmd_invoke)
+
+
+def add_call_options(p: _Parser) -> None:
+    """``--model``, ``--config``, ``--session`` and ``--timeout``: what sets up a call
+    (invoke, run, chat)."""
+    p.add_argument("--model", metavar="ID", help="the model to use (model.model_id, above the skill's own)")
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE",
+        help="a config value for this call, above every config file and the skill's metadata "
+        "(repeatable; KEY dotted: model.max_turns=5; KEY:=JSON for any JSON)",
+    )
+    p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
         "after this long"
     )
-    p.set_defaults(run=cmd_invoke)
+
+
+def add_output_options(p: _Parser) -> None:
+    """``--json``, ``--events``, ``-q`` and ``-v``: how a run shows (invoke, resume, run, chat)."""
+    p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    shown.add_argument("-q", "--quiet", action="store_true", help="no live progress: the result and errors only")
+    shown.add_argument("-v", "--verbose", action="store_true", help="live progress with code and results uncut")
 
 
 def _approve_parser(sub: _Subparsers, common: _Parser) -> None:
@@ -432,8 +548,7 @@ def _approve_parser(sub: _Subparsers, common: _Parser) -> None:
 def _resume_parser(sub: _Subparsers, common: _Parser) -> None:
     p = sub.add_parser("resume", parents=[common], help="continue a run: after approve, a crash or an error")
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
-    p.add_argument("--json", action="store_true", help="print the result as JSON even when it is a string")
-    p.add_argument("--events", action="store_true", help="write agent events to stderr as JSON lines")
+    add_output_options(p)
     p.set_defaults(run=cmd_resume)
 
 
@@ -442,13 +557,18 @@ def _resume_parser(sub: _Subparsers, common: _Parser) -> None:
 #: imported only when the command is named (or for ``--help``).
 _COMMANDS = {
     "invoke": "agent_apps.cli:_invoke_parser",
+    "run": "agent_apps.cli.run:_run_parser",
+    "chat": "agent_apps.cli.run:_chat_parser",
     "approve": "agent_apps.cli:_approve_parser",
     "resume": "agent_apps.cli:_resume_parser",
     "list": "agent_apps.cli.skills:_list_parser",
     "describe": "agent_apps.cli.skills:_describe_parser",
     "config": "agent_apps.cli.skills:_config_parser",
+    "new": "agent_apps.cli.new:_new_parser",
+    "doctor": "agent_apps.cli.doctor:_doctor_parser",
     "mcp": "agent_apps.cli.mcp:_mcp_parser",
     "sandbox": "agent_apps.cli.sandbox:_sandbox_parser",
+    "completion": "agent_apps.cli.completion:_completion_parser",
 }
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import AgentAppsError
 from ..terminal import printable
-from . import EXIT_FAILED, EXIT_OK, _count, _manager, _Parser, _table
+from . import EXIT_FAILED, EXIT_OK, _count, _manager, _Parser, _skill, _table
 
 if TYPE_CHECKING:
     from . import _Subparsers
@@ -27,6 +29,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         cm.config_for(None)
     except AgentAppsError as exc:
         errors.append(exc)
+    listed = [entry for entry in catalog.entries if _matches(entry.skill, args.pattern)]
     if args.json:
         entries = [
             {
@@ -34,7 +37,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "hidden": entry.skill.hidden,
                 "shadowed_by": entry.shadowed_by.where() if entry.shadowed_by else None,
             }
-            for entry in catalog.entries
+            for entry in listed
             if args.all or (entry.shadowed_by is None)
         ]
         json.dump(
@@ -45,17 +48,22 @@ def cmd_list(args: argparse.Namespace) -> int:
         print()
     else:
         rows: list[tuple[str, ...]] = []
-        for entry in sorted(catalog.entries, key=lambda e: e.skill.name):
+        shown = _paths_as_typed(str(cm.cwd))
+        for entry in sorted(listed, key=lambda e: e.skill.name):
             skill = entry.skill
             if not args.all and (entry.shadowed_by is not None or skill.hidden):
                 continue
-            if args.all:
-                note = f"shadowed by {entry.shadowed_by.where()}" if entry.shadowed_by else ""
+            if args.quiet:  # names only: for scripts, and the shell's completion
+                rows.append((skill.name,))
+            elif args.all or args.verbose:
+                note = f"shadowed by {shown(entry.shadowed_by.where())}" if entry.shadowed_by else ""
                 note += " hidden" if skill.hidden else ""
-                rows.append((skill.name, skill.origin, skill.where(), note.strip()))
+                rows.append((skill.name, skill.origin, shown(skill.where()), note.strip()))
             else:
                 rows.append((skill.name, _first_line(skill.description)))
         _table(rows, sys.stdout)
+        if args.pattern and not rows and not args.quiet:
+            print(f"no skill matches {args.pattern!r}", file=sys.stderr)
     if errors:
         print(f"\n{_count(len(errors), 'file')} could not be loaded:", file=sys.stderr)
         for error in errors:
@@ -74,21 +82,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from ..validation import check_schemas
+
     cm = _manager(args)
-    data = cm.describe(args.name)
+    skill = _skill(cm, args.name)
+    check_schemas(skill)
     if args.stub:  # what the model reads: the typed Python stub
         from ..stubs import skill_stub
 
-        print(skill_stub(cm.get(args.name)))
+        print(printable(skill_stub(skill)))
         return EXIT_OK
     if args.json:
-        json.dump(data, sys.stdout, indent=2)
+        json.dump(skill.describe(), sys.stdout, indent=2)
         print()
         return EXIT_OK
-    skill = cm.get(args.name)
     out = _Printable(sys.stdout)  # a skill file's text is shown, never obeyed
     print(f"{skill.name}: {skill.description}" if skill.description else skill.name, file=out)
-    print(f"  kind: {skill.kind}, origin: {skill.origin} ({skill.where()})", file=out)
+    print(f"  kind: {skill.kind}, origin: {skill.origin} ({_paths_as_typed(str(cm.cwd))(skill.where())})", file=out)
     props = (skill.params or {}).get("properties", {})
     required = set((skill.params or {}).get("required", ()))
     if props:
@@ -127,16 +137,32 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     cm = _manager(args)
-    resolved = cm.config_for(args.name) if args.name else cm.cascade.resolve(None)
+    resolved = cm.config_for(_skill(cm, args.name)) if args.name else cm.cascade.resolve(None)
     if args.json:
         json.dump({"values": resolved.values, "sources": resolved.sources}, sys.stdout, indent=2)
         print()
         return EXIT_OK
-    _table(_config_rows(resolved, cm.config_keys() or {}), sys.stdout)
+    _table(_config_rows(resolved, cm.config_keys() or {}, _paths_as_typed(str(cm.cwd))), sys.stdout)
     return EXIT_OK
 
 
-def _config_rows(resolved: Any, keys: dict[tuple[str, ...], str]) -> list[tuple[str, ...]]:
+def _paths_as_typed(cwd: str) -> Callable[[str], str]:
+    """Shortens the absolute paths in a text as the user would type them: relative to
+    ``cwd`` under it, else from ``~`` under the home folder (``--json`` keeps them whole)."""
+    bases = [(base.rstrip("/") + "/", short) for base, short in ((cwd, ""), (os.path.expanduser("~"), "~/"))]
+    bases = [(base, short) for base, short in bases if base != "/"]
+
+    def shown(text: str) -> str:
+        for base, short in bases:
+            text = text.replace(base, short)
+        return text
+
+    return shown
+
+
+def _config_rows(
+    resolved: Any, keys: dict[tuple[str, ...], str], shown: Callable[[str], str]
+) -> list[tuple[str, ...]]:
     """One row per config value, cut to ``_VALUE_WIDTH`` characters (``--json`` has it all).
 
     Only sections the key table breaks down (``model``, ``model.sandbox``, ...) are
@@ -152,7 +178,7 @@ def _config_rows(resolved: Any, keys: dict[tuple[str, ...], str]) -> list[tuple[
         sources = rows.setdefault(".".join(parts[:cut]), [])
         if source not in sources:
             sources.append(source)
-    return [(key, _cut(json.dumps(_dotted(resolved.values, key))), " + ".join(src)) for key, src in rows.items()]
+    return [(key, _cut(json.dumps(_dotted(resolved.values, key))), shown(" + ".join(src))) for key, src in rows.items()]
 
 
 _VALUE_WIDTH = 60
@@ -186,9 +212,30 @@ class _Printable:
         self.stream.flush()
 
 
+def _matches(skill: Any, pattern: str | None) -> bool:
+    """``list PATTERN``: a glob over names (``file-*``); without glob characters, words
+    found in the name or the description, in any case (``list notes``)."""
+    if pattern is None:
+        return True
+    if any(c in pattern for c in "*?["):
+        from fnmatch import fnmatchcase
+
+        return fnmatchcase(skill.name, pattern)
+    return pattern.lower() in skill.name or pattern.lower() in (skill.description or "").lower()
+
+
 def _list_parser(sub: _Subparsers, common: _Parser) -> None:
-    p = sub.add_parser("list", parents=[common], help="list the skills on the search path")
+    p = sub.add_parser(
+        "list", parents=[common], help="list the skills on the search path",
+        description="List the skills on the search path, with the first line of each description; "
+        "PATTERN keeps those whose name matches it (a glob: 'file-*') or, without glob characters, "
+        "whose name or description holds it.",
+    )
+    p.add_argument("pattern", metavar="PATTERN", nargs="?", help="a glob over names, or words to look for")
     p.add_argument("--all", action="store_true", help="also hidden and shadowed skills, with origins")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="names only, one a line")
+    shown.add_argument("-v", "--verbose", action="store_true", help="with each skill's origin and file")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument(
         "--strict", action="store_true", help="warnings (e.g. the Agent Skills rules) are errors: exit 1"
@@ -198,7 +245,7 @@ def _list_parser(sub: _Subparsers, common: _Parser) -> None:
 
 def _describe_parser(sub: _Subparsers, common: _Parser) -> None:
     p = sub.add_parser("describe", parents=[common], help="show a skill's description, args and result")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help="a skill name, or a path to a skill file")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("--stub", action="store_true", help="the typed Python stub the model is shown")
     p.set_defaults(run=cmd_describe)
@@ -208,6 +255,6 @@ def _config_parser(sub: _Subparsers, common: _Parser) -> None:
     p = sub.add_parser(
         "config", parents=[common], help="show the resolved config cascade and where each value came from"
     )
-    p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show")
+    p.add_argument("name", metavar="NAME", nargs="?", help="the skill whose cascade to show (a name or a path)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=cmd_config)

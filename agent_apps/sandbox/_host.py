@@ -64,7 +64,7 @@ class Sandbox:
                     target: Mapping[str, Any] | None = None) -> Sandbox:
         """Start a new sandbox (about 1-3 ms with the component cached; the very
         first use in a process also loads the compiled component, and the first
-        use on a machine builds it, ~20 s, with a message on stderr)."""
+        use on a machine builds it, see _build.BUILD_TIME, with its phases on stderr)."""
         core = await new_core()
         return cls(core, memory=memory, limits=limits, call_host=call_host, caller_name=caller_name, target=target)
 

@@ -258,6 +258,20 @@ class Sessions:
             )
         return self.get(new_id)
 
+    def prune(self, before: float, *, dry_run: bool = False) -> builtins.list[SessionInfo]:
+        """Delete the sessions last used before ``before`` (a time), with their messages
+        (their runs stay recorded); returns them."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT id, created_at, updated_at, seq, tokens, summary_through FROM sessions "
+                "WHERE updated_at < ? ORDER BY updated_at, id",
+                (before,),
+            ).fetchall()
+        if rows and not dry_run:
+            with self.db.write() as conn:
+                conn.executemany("DELETE FROM sessions WHERE id = ?", [(row[0],) for row in rows])
+        return [SessionInfo(*row) for row in rows]
+
     def remove(self, session_id: str) -> None:
         """Delete a session and its messages (its runs stay recorded)."""
         with self.db.write() as conn:

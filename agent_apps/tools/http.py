@@ -50,7 +50,9 @@ class FetchResult:
 
 
 def check_url(url: str, *, allow_private: bool, skill: str = "http-fetch") -> None:
-    """Refuse non-http(s) URLs and, unless ``allow_private``, private addresses."""
+    """Refuse non-http(s) URLs and, unless ``allow_private``, private addresses
+    (:class:`PermissionDenied`); a host that does not resolve is an ``OSError``, like
+    any other network failure."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PermissionDenied(skill, f"only http and https URLs are fetched, not {url!r}", resource=url)
@@ -58,8 +60,8 @@ def check_url(url: str, *, allow_private: bool, skill: str = "http-fetch") -> No
         return
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-    except socket.gaierror as exc:
-        raise PermissionDenied(skill, f"cannot resolve {parts.hostname}: {exc}", resource=url) from None
+    except socket.gaierror as exc:  # a network failure, as a refused connection is: nothing was refused
+        raise OSError(f"cannot resolve {parts.hostname}: {exc.strerror or exc}") from None
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         hidden = _embedded_ipv4(address)

@@ -191,6 +191,27 @@ async def test_an_error_hook_gives_a_fallback_result(tmp_path, skills):
     assert entry["ok"] is True and entry["fallback"] is True and entry["result"] == "cached answer"
 
 
+async def test_no_hook_answers_a_call_the_allowed_tools_forbid(tmp_path, skills):
+    """A start hook that answers every call, and an error hook that gives a fallback for
+    every failure, still leave a call of a skill outside the agent's allowed-tools
+    refused: the code gets ToolNotAllowed, no hook hears the call, nothing is made."""
+    plugin = Recorder(start=lambda call: {"result": 7}, fallback=lambda call, error: {"result": "fallback"})
+    cm = manager(tmp_path, skills, plugin)
+    events: list[dict[str, Any]] = []
+    cm.events.subscribe("t", lambda topic, event: events.append(event))
+    code = ("try:\n    await ctx.manager.invoke('broken', {})\nexcept Exception as exc:\n"
+            "    print(type(exc).__name__, exc)\nprint(await ctx.manager.invoke('counter', {}))")  # fmt: skip
+    call = {"prompt": "T.", "user_message": "Go.", "allowed_tools": "counter",
+            "config": {"agent": "agent-scripted", "script": [{"code": code}, {"text": "Done."}]}}  # fmt: skip
+    assert await cm.invoke("agent", call, nonlocals={"agent": {"events": "t"}}) == "Done."
+    (result,) = [e["result"] for e in events if e["type"] == "tool-result"]
+    assert result.startswith("ToolNotAllowed") and "broken" in result
+    assert result.splitlines()[1] == "7"  # an allowed call is still the hook's to answer
+    heard = [c["skill"] for name, c in plugin.heard if name in ("tool_call_start", "tool_call_error")]
+    assert heard == ["counter"]
+    assert counted(cm.cwd) == []
+
+
 async def test_a_directive_that_is_not_one_fails_the_call(tmp_path, skills):
     cm = manager(tmp_path, skills, Recorder(start=lambda call: {"run": "later"}))
     events: list[dict[str, Any]] = []

@@ -115,6 +115,20 @@ async def test_the_call_in_flight_finishes_no_new_call_or_turn_starts_and_the_la
     ]  # fmt: skip
 
 
+async def test_a_stopped_run_lets_the_next_run_of_its_session_go(cm):
+    """One run of a session at a time: a run that ends stopped gives its turn back, so
+    the next run of the session goes on (and sees the stopped run's messages)."""
+    stopping = [{"text": "Stopping.", "code": "print(await ctx.manager.invoke('stopper', {}))"}, {"text": "Never."}]
+    call = {"prompt": "Test.", "user_message": "Work.", "config": {"agent": "agent-scripted", "script": stopping}}
+    assert await cm.invoke("agent", call, session="s1") == "Stopping."
+    call = {"prompt": "Test.", "user_message": "Again.", "config": {"agent": "agent-scripted",
+                                                                     "script": [{"text": "Next."}]}}  # fmt: skip
+    assert await asyncio.wait_for(cm.invoke("agent", call, session="s1"), 60) == "Next."
+    assert [r.status for r in cm.state.runs.list(session="s1")] == ["done", "stopped"]
+    users = [e.message["text"] for e in cm.state.sessions.messages("s1") if e.message["role"] == "user"]
+    assert users == ["Work.", "Again."]
+
+
 async def test_a_stop_during_a_model_call_lets_the_turn_end_and_denies_its_code(cm):
     events = listen(cm)
 
@@ -304,6 +318,9 @@ def test_runs_stop_stops_a_run_in_another_process(tmp_path):
     assert [(c["skill"], bool(c.get("error"))) for c in call["host_calls"]] == [("waiter", False), ("counter", True)]
     (result,) = [e["result"]["text"] for e in agent["trace"] if e["type"] == "tool-result"]
     assert "saw the stop: from afar" in result and "RunStopped" in result
+    text = subprocess.run([sys.executable, "-m", "agent_apps", "runs", "show", run_id], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert f"run {run_id}: stopped" in text.stdout and "  Stopped: from afar" in text.stdout, text.stderr
 
 
 def test_on_a_shared_postgresql_store_a_run_is_stopped_from_another_machine(tmp_path, postgres_url):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -335,18 +336,108 @@ async def test_a_failing_prompt_is_an_error_event_then_one_line(run, events):
     assert of_type(events, "agent-error")
 
 
+def _provider_module():
+    """The provider's implementation, as the skill loader imported it."""
+    path = str(Path(__file__).resolve().parents[2] / "extensions" / "agent" / "acp" / "session.py")
+    return next(m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path)
+
+
+async def test_calls_announced_together_stay_one_turn_however_late_their_announcements_are_read(
+    run, events, monkeypatch
+):
+    """The run reads what the CLI streams in a task of its own, which lags behind on a busy
+    machine. Before: a call announced with the first but read after the first call's
+    result was taken for the agent's next turn; the first call had finished the task, so
+    the run stopped there, and the second call was refused without a word (the
+    conformance suite's test_directive_deny_is_obeyed failed under load)."""
+    assert await run([{"text": "Loaded."}]) == "Loaded."
+    client = _provider_module()._Client
+    real = client.session_update
+    held: list = []
+    released = asyncio.Event()
+
+    async def lagging(self, session_id, update, **kwargs):
+        """From the second call's announcement on, updates reach the run only once the
+        first call's result has been reported: the reader fell behind."""
+        second = getattr(update, "session_update", None) == "tool_call" and update.tool_call_id == "call-2"
+        if not released.is_set() and (held or second):
+            held.append(update)
+            if len(held) == 1:
+                while not of_type(events, "tool-result"):
+                    await asyncio.sleep(0.01)
+                for late in held:  # in the order the CLI sent them
+                    await real(self, session_id, late, **kwargs)
+                released.set()
+            return
+        await real(self, session_id, update, **kwargs)
+
+    monkeypatch.setattr(client, "session_update", lagging)
+    events.clear()
+    turns = [{"code": ["ctx.manager.finish(1)", "print('must not run')"]}]
+    assert await run(turns, config={"parallel_tool_calls": False}) == 1
+    texts = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
+    assert released.is_set() and not any("must not run" in t for t in texts)
+    assert any("denied" in t for t in texts), texts
+
+
 # -- cancellation and processes -------------------------------------------------------------------------
 
 
-def _alive(pid):
+@pytest.fixture
+def started(context_manager):
+    """The processes this test started (its descendants: the CLI, the bridge the CLI
+    started), as ``{pid: (start time, command line)}``, seen at each tool call while the
+    run goes on; only these are looked at after the run, never every process on the
+    machine (other runs of these tests may be going on beside it)."""
+    seen = {}
+
+    def snapshot(topic, event):
+        if event["type"] in ("tool-call", "tool-result"):
+            seen.update(_descendants(os.getpid()))
+
+    context_manager.events.subscribe("acp-test", snapshot)
+    return seen
+
+
+def _stat(pid):
+    """``(parent pid, state, start time)`` of a process, or None once it is gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0], fields[19]
 
 
-async def test_cancellation_cancels_the_session_and_leaves_no_process(run, events):
+def _descendants(root):
+    children = {}
+    for entry in Path("/proc").iterdir():
+        stat = _stat(entry.name) if entry.name.isdigit() else None
+        if stat is not None:
+            children.setdefault(stat[0], []).append(int(entry.name))
+    found, todo = {}, [root]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found[pid] = (_stat(pid)[2], command)
+            except (OSError, TypeError):
+                continue
+            todo.append(pid)
+    return found
+
+
+def _still_alive(started):
+    """The command lines of the processes in ``started`` that are still running (the same
+    process: the same start time; not a zombie)."""
+    alive = []
+    for pid, (start, command) in started.items():
+        stat = _stat(pid)
+        if stat is not None and stat[2] == start and stat[1] != "Z":
+            alive.append(command)
+    return alive
+
+
+async def test_cancellation_cancels_the_session_and_leaves_no_process(run, events, started):
     signal = Signal()
     turns = [{"text": "Working.", "code": "print('step')"}, {"text": "thinking...", "delay": 60}]
     task = asyncio.ensure_future(run(turns, signal=signal))
@@ -357,27 +448,41 @@ async def test_cancellation_cancels_the_session_and_leaves_no_process(run, event
     signal.cancel("stop it")
     with pytest.raises(Cancelled, match="stop it"):
         await asyncio.wait_for(task, 20)
-    assert _processes(str(AGENT)) == []
+    assert any(str(AGENT) in command for _, command in started.values())
+    assert _still_alive(started) == []
+
+
+async def test_a_run_whose_task_is_cancelled_leaves_no_request_unretrieved(run, events, started):
+    """Before: cancelling the asyncio task of a run while its prompt was in flight left the
+    prompt's task to fail with the connection's close, its exception never retrieved."""
+    loop = asyncio.get_running_loop()
+    reported = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda loop, context: reported.append(context.get("message")))
+    try:
+        task = asyncio.ensure_future(run([{"code": "print('step')"}, {"text": "thinking...", "delay": 60}]))
+        for _ in range(500):
+            if of_type(events, "tool-result"):
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(3):  # a task's unretrieved exception is reported when the task is collected
+            gc.collect()
+            await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []
+    assert _still_alive(started) == []
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-http"]])
-async def test_no_child_process_outlives_the_run(run, script_file, flags):
-    # with --no-http the CLI also starts the stdio bridge: a grandchild
+async def test_no_child_process_outlives_the_run(run, script_file, flags, started):
+    # with --no-http the CLI also starts the stdio bridge: a grandchild, in a session of its own
     turns = [{"code": "print('hi')"}, {"text": "Done."}]
     assert await run(turns, flags=flags) == "Done."
-    assert _processes(str(AGENT)) == []
-    assert _processes("agent_apps.mcp.bridge") == []
-
-
-def _processes(marker):
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in cmdline and state != "Z":
-                found.append(cmdline)
-    return found
+    commands = [command for _, command in started.values()]
+    assert any(str(AGENT) in command for command in commands), commands
+    assert any("agent_apps.mcp.bridge" in command for command in commands) == bool(flags), commands
+    assert _still_alive(started) == []

@@ -1,7 +1,7 @@
 """Fixtures for the sandbox tests: a real component, real wasmtime, no mocks.
 
-The compiled component is built once into the user's cache (first run on a
-machine takes ~20 s, with a message on stderr) and shared by every test.
+The compiled component is built once per session into the session's cache, unless the
+user's cache has it already (see tests/conftest.py), and shared by every test.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 import subprocess
 import sys
 import threading
@@ -93,13 +95,53 @@ def test_build_failure_is_a_clear_error_and_leaves_no_artifact(monkeypatch, tmp_
     assert not _build.artifact_path().exists()
 
 
-def test_progress_message_on_stderr(monkeypatch, tmp_path, capsys):
+def test_progress_shows_both_phases_in_a_log(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("AGENT_APPS_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_build, "_componentize", lambda tmp, out: out.write_bytes(b"w"))
     monkeypatch.setattr(_build, "_compile_native", lambda wasm: b"c")
     _build.build()
-    err = capsys.readouterr().err
-    assert "agent-apps: building the sandbox component (first use, ~20 s)..." in err
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"agent-apps: building the sandbox component, once for this version ({_build.BUILD_TIME})"
+    assert lines[1] == "agent-apps:   1/2 componentize-py: the guest and CPython into one component..."
+    assert lines[2].startswith("agent-apps:   1/2 componentize-py: the guest and CPython into one component: done in ")
+    assert lines[3] == "agent-apps:   2/2 wasmtime: compiling it to native code..."
+    assert lines[4].startswith("agent-apps:   2/2 wasmtime: compiling it to native code: done in ")
+    assert lines[5] == f"agent-apps:   cached at {_build.artifact_path()}" and len(lines) == 6
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_counts_the_seconds_of_each_phase(monkeypatch, tmp_path):
+    """The first build takes a minute or two: on a terminal, each phase's line shows its
+    seconds as they pass (rewritten in place), then how long it took, or that it failed."""
+    from agent_apps.errors import SandboxError
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("AGENT_APPS_CACHE_DIR", str(tmp_path))
+
+    def componentize(tmp: Path, out: Path) -> None:
+        while terminal.getvalue().count("\r") < 2:  # until the ticker rewrote the line once
+            time.sleep(0.01)
+        out.write_bytes(b"w")
+
+    def compile_native(wasm: Path) -> bytes:
+        raise SandboxError("compiling failed")
+
+    monkeypatch.setattr(_build, "_componentize", componentize)
+    monkeypatch.setattr(_build, "_compile_native", compile_native)
+    with pytest.raises(SandboxError):
+        _build.build()
+    shown = terminal.getvalue().split("\n")
+    assert shown[0].startswith("agent-apps: building the sandbox component")
+    phase = shown[1].split("\r")[1:]
+    assert phase[0] == "agent-apps:   1/2 componentize-py: the guest and CPython into one component... 0 s"
+    assert re.fullmatch(r"agent-apps:   1/2 componentize-py: the guest and CPython into one component\.\.\. \d+ s", phase[1])
+    assert phase[-1].startswith("agent-apps:   1/2 componentize-py: the guest and CPython into one component... done in ")
+    assert shown[2].split("\r")[-1].startswith("agent-apps:   2/2 wasmtime: compiling it to native code... failed after ")
 
 
 def test_module_entry_point_prints_the_cached_path():

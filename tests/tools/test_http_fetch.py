@@ -142,6 +142,15 @@ async def test_a_hung_server_times_out(cm, server):
         await cm.invoke("http-fetch", {"url": f"{server}/hang", "timeout": 0.3}, config=LOCAL)
 
 
+async def test_a_host_that_does_not_resolve_is_a_network_failure_not_a_refusal(cm):
+    """Before: a DNS failure read "permission denied", which sends a user to the policy."""
+    with pytest.raises(AgentAppsError) as info:
+        await cm.invoke("http-fetch", {"url": "http://no-such-host.invalid/"}, config=security())
+    assert not isinstance(info.value, PermissionDenied)
+    assert str(info.value).startswith("http-fetch: cannot fetch http://no-such-host.invalid/: cannot resolve")
+    assert "permission" not in str(info.value)
+
+
 async def test_bad_params(cm):
     for args in (
         {"url": "https://x", "method": "POST"},

@@ -53,6 +53,7 @@ from strands.tools.executors import SequentialToolExecutor as Sequential
 from strands.types.tools import AgentTool
 
 from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.budget import clamp_usage
 from agent_apps.errors import Cancelled
 
 from .caching import system_content
@@ -171,7 +172,7 @@ class Session(HookProvider):
             self._reader = asyncio.current_task()
         try:
             async for event in self.agent.stream_async(message, cancel_signal=self.cancel_event):
-                if self.fatal is not None or self.failure is not None:
+                if self._done():  # nothing more is reported (the model's stream stops at its next event)
                     continue
                 if event.get("data"):
                     await self.hook({"type": "message", "text": event["data"], "delta": self.built.streaming})
@@ -354,11 +355,12 @@ class Session(HookProvider):
 
 
 def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    out = {"input_tokens": int(usage.get("inputTokens") or 0), "output_tokens": int(usage.get("outputTokens") or 0)}
+    """Converse usage as the hook's, each count clamped (the endpoint is not trusted)."""
+    out = {"input_tokens": usage.get("inputTokens"), "output_tokens": usage.get("outputTokens")}
     for source, key in (("cacheReadInputTokens", "cache_read_tokens"), ("cacheWriteInputTokens", "cache_write_tokens")):
         if usage.get(source):
-            out[key] = int(usage[source])
-    return out
+            out[key] = usage[source]
+    return clamp_usage(out)
 
 
 class InvokeTool(AgentTool):

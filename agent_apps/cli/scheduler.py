@@ -9,18 +9,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
 
-__all__ = ["parse"]
+from ..terminal import printable
+from . import _number
+
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``scheduler ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_args(argv[1:])
+    args.command = "scheduler"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``scheduler`` (also the shell's completion of it)."""
     parser = argparse.ArgumentParser(
         prog="agent-apps scheduler",
         description="Run the due schedules of the state store until Ctrl-C. Schedules are made with the "
@@ -41,15 +49,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="how late a due time still runs under catch_up: none (default 60)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_args(argv[1:])
-    args.command = "scheduler"
-    args.run = run
-    return args
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
     from ..manager import ContextManager
-    from .scheduler import Scheduler
+    from ..scheduling.scheduler import Scheduler
 
     for path in args.path:
         if not os.path.isdir(path):
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     store = cm.state
     schedules = store.schedules.list()
     due = [s.next_at for s in schedules if s.next_at is not None]
-    from .timing import iso
+    from ..timing import iso
 
     print(
         f"agent-apps scheduler: {len(schedules)} schedule(s) in {store.path}"
@@ -102,23 +107,8 @@ class _Formatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
         level = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
-        return f"{record.asctime} {level}{record.message}"
+        return f"{record.asctime} {level}{printable(record.message)}"  # run errors quote agent output
 
-
-def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
-    """An argparse type: a finite number of ``cast`` at least (or above) ``least``."""
-    what = "a number of seconds" if cast is float else "a whole number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if not math.isfinite(value) or value < least or (above and value == least):
-            raise argparse.ArgumentTypeError(f"must be {'greater than' if above else 'at least'} {least:g}, not {text}")
-        return value
-
-    return parse
 
 
 _positive = _number(float, 0, above=True)

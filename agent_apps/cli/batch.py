@@ -15,14 +15,22 @@ import signal
 import sys
 from typing import Any
 
-from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _Parser
-from ..scheduling.cli import _number
+from ..terminal import printable
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``batch ...``; the namespace's ``run`` carries it out."""
+    args = parser().parse_intermixed_args(argv[1:])
+    args.command = "batch"
+    args.run = run
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``batch`` (also the shell's completion of it)."""
     parser = _Parser(
         prog="agent-apps batch",
         description="Run NAME once per line of a JSONL file (one JSON object of args a line), several at "
@@ -53,16 +61,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="add DIR to the search path (repeatable)"
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = parser.parse_intermixed_args(argv[1:])
-    args.command = "batch"
-    args.run = run
-    return args
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import Batch
-    from .files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
-    from .progress import Progress
+    from ..batch import Batch
+    from ..batch.files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
+    from ..batch.progress import Progress
 
     if args.retries is not None and not args.ray:
         raise UsageError("--retries applies to --ray only (a local batch has no workers to lose)")
@@ -83,29 +88,40 @@ def run(args: argparse.Namespace) -> int:
             "or choose another file"
         )
     inputs = InputFile(args.input, skill.name)
+    rerun: set[int] = set()
     try:
         done, note = read_results(args.output) if args.resume else ({}, None)
         if note:
             print(f"agent-apps batch: {note}", file=sys.stderr)
         if args.rerun_failed and any(not d.ok for d in done.values()):
+            rerun = {d.index for d in done.values() if not d.ok}
             drop_failed(args.output)
             done, _ = read_results(args.output)
         total = inputs.check(done)
     except ResumeError as exc:
         raise UsageError(str(exc)) from None
+    # the run each input starts is recorded first, so a --resume after a crash takes it up
+    # from its journal; inputs run again on purpose (--rerun-failed) start afresh
+    output = os.path.realpath(args.output)
+    store = cm.state
+    if args.resume:
+        runs = {index: run for index, run in store.batch_runs.runs(output).items() if index not in rerun}
+    else:
+        store.batch_runs.forget(output)
+        runs = {}
     failed_before = sum(1 for d in done.values() if not d.ok)
     if total == len(done):  # nothing left: no workers, no cluster
         print(f"agent-apps batch: every one of the {total} inputs has a result in {args.output}", file=sys.stderr)
         if failed_before:
             print(f"error: {failed_before} of {total} runs failed; their errors are in {args.output} "
-                  "(--rerun-failed runs them again)", file=sys.stderr)
+                  "(once fixed, --resume --rerun-failed runs them again)", file=sys.stderr)
         return EXIT_FAILED if failed_before else EXIT_OK
     try:
         results = ResultsFile(args.output, inputs)
     except OSError as exc:
         raise UsageError(f"--output {args.output}: {exc.strerror}") from None
     batch = Batch(
-        cm, skill, inputs.inputs(done), concurrency=args.concurrency, ray=args.ray,
+        cm, skill, inputs.inputs(done, batch=output, runs=runs), concurrency=args.concurrency, ray=args.ray,
         retries=3 if args.retries is None else args.retries,
     )
     progress = Progress(sys.stderr, skill.name, total - len(done), events=args.events)
@@ -141,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         first = _first_failure(progress, failed_before)
         print(
-            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output}",
+            f"error: {failed} of {len(done) + progress.done} runs failed{first}; their errors are in {args.output} "
+            "(once fixed, --resume --rerun-failed runs them again)",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -153,5 +170,5 @@ def _first_failure(progress: Any, failed_before: int) -> str:
     if result is None:
         return f" ({failed_before} before this run)"
     kind = (result.error or {}).get("type", "error")
-    return f" (the first: index {result.index}, {kind})"
+    return f" (the first: index {result.index}, {printable(str(kind))})"
 

@@ -6,6 +6,10 @@ or project config, ``~/.agent-apps/state.db``); no skill is loaded. Errors are t
 store's typed errors: the main command line prints them in one line, exit status 2 for
 an unknown session or run, a bad export file, an id that exists already, or a copy
 into a store that is not empty.
+
+Everything stored came from models, agent code and tools, so what these commands print
+is escaped for the terminal (:mod:`agent_apps.terminal`): text through ``printable``,
+JSON with terminal-steering characters as ``\\u`` escapes (the same JSON values).
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _Parser, _table
-from . import open_store
-from .errors import SnapshotInvalid
+from ..state import open_store
+from ..state.errors import SnapshotInvalid
+from ..state.run_view import clock as _when
+from ..terminal import json_line, printable
+from . import _number, _Parser, _table
+from .skills import _Printable
 
-__all__ = ["parse"]
+__all__ = ["parse", "parser"]
 
 #: The reason of a stop asked for on the command line, unless ``--reason`` gives one.
 STOP_REASON = "agent-apps runs stop"
@@ -31,6 +38,11 @@ _WAIT_POLL = 0.2
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``sessions ...`` or ``runs ...``; the namespace's ``run`` carries it out."""
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``sessions`` and ``runs`` (also the shell's completion of them)."""
     common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks")
     parser = _Parser(prog="agent-apps", parents=[common])  # errors in the "error: ..." style
@@ -59,15 +71,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = sub.add_parser("rm", parents=[common], help="remove a session and its messages (its runs stay)")
     p.add_argument("id", metavar="ID")
     p.set_defaults(run=sessions_rm)
+    p = sub.add_parser(
+        "prune", parents=[common], help="remove the sessions not used for a while (their runs stay)",
+        description="Remove every session last used longer ago than --older-than, with its messages "
+        "(its runs stay recorded: runs prune removes those).",
+    )
+    _prune_options(p)
+    p.set_defaults(run=sessions_prune)
 
     runs = groups.add_parser("runs", help="recorded agent runs and their reports", parents=[common])
     sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = sub.add_parser("list", parents=[common], help="recent runs, newest first")
     p.add_argument("--session", metavar="ID", help="only runs of this session")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (default 50; 0: all)")
+    p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
-    p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
+    p = sub.add_parser(
+        "show", parents=[common], help="what happened in a run: each agent's turns, code, calls, timings and tokens"
+    )
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="JSON output (reports and traces)")
     p.set_defaults(run=runs_show)
@@ -87,6 +108,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--path", action="append", default=[], metavar="DIR", help="where its skills are, to compare its tools"
     )
     p.set_defaults(run=runs_import)
+    p = sub.add_parser(
+        "prune", parents=[common], help="remove the runs that ended a while ago",
+        description="Remove every run that ended longer ago than --older-than, with its agents' reports, "
+        "traces, journal and checkpoint. A run still recorded as running is kept.",
+    )
+    _prune_options(p)
+    p.set_defaults(run=runs_prune)
 
     state = groups.add_parser("state", help="the state store as a whole", parents=[common])
     sub = state.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -97,17 +125,50 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("target", metavar="TO", help="an empty store (made when missing): a file, or a postgresql:// URL")
     p.add_argument("--replace", action="store_true", help="delete what TO holds first (it must be empty otherwise)")
     p.set_defaults(run=state_copy)
-    return parser.parse_args(argv)
+    return parser
+
+
+def _prune_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--older-than", required=True, type=_age, metavar="AGE",
+        help="how long ago: a number and a unit, s, m, h, d or w (30d, 12h)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+
+
+#: ``--older-than`` units, in seconds.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> str:
+    """``--older-than``: checked here, read by :func:`_cutoff`."""
+    try:
+        _cutoff(text)
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"a number and a unit (s, m, h, d, w), like 30d, not {text!r}") from None
+    return text
+
+
+def _cutoff(age: str) -> float:
+    """The time ``age`` (``30d``) ago."""
+    seconds = float(age[:-1]) * _UNITS[age[-1:]]
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(age)
+    return time.time() - seconds
+
+
+def _pruned(args: argparse.Namespace, what: str, items: list[Any], rows: list[tuple[str, ...]]) -> int:
+    """Say what was (or, with --dry-run, would be) removed: a table, then a count."""
+    if rows[1:]:
+        _table(rows, sys.stdout)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(items)} {what}{'' if len(items) == 1 else 's'} older than {args.older_than}", file=sys.stderr)
+    return 0
+
 
 
 def _json(value: Any) -> None:
-    out = sys.stdout
-    json.dump(value, out, indent=2, ensure_ascii=False)
-    out.write("\n")
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
+    sys.stdout.write(json_line(value, indent=2) + "\n")
 
 
 def _short(text: str, width: int = 200) -> str:
@@ -148,7 +209,7 @@ def sessions_show(args: argparse.Namespace) -> int:
         data["runs"] = [run.id for run in runs]
         _json(data)
         return 0
-    out = sys.stdout
+    out = _Printable(sys.stdout)
     out.write(f"session {info.id}\n")
     out.write(f"  created {_when(info.created_at)}, updated {_when(info.updated_at)}\n")
     out.write(f"  {info.messages} messages, ~{info.tokens} tokens\n")
@@ -171,6 +232,13 @@ def sessions_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def sessions_prune(args: argparse.Namespace) -> int:
+    pruned = open_store().sessions.prune(_cutoff(args.older_than), dry_run=args.dry_run)
+    rows: list[tuple[str, ...]] = [("ID", "MESSAGES", "UPDATED")]
+    rows += [(s.id, str(s.messages), _when(s.updated_at)) for s in pruned]
+    return _pruned(args, "session", pruned, rows)
+
+
 def sessions_export(args: argparse.Namespace) -> int:
     _json(open_store().sessions.export(args.id))
     return 0
@@ -188,18 +256,18 @@ def _read(file: str) -> tuple[str, str]:
 def sessions_import(args: argparse.Namespace) -> int:
     text, source = _read(args.file)
     if args.as_id is not None:
-        from .sessions import session_id_problem
+        from ..state.sessions import session_id_problem
 
         problem = session_id_problem(args.as_id)
         if problem:
             raise SnapshotInvalid(problem, source="--as")
     info = open_store().sessions.import_(text, as_id=args.as_id, source=source)
-    print(f"imported session {info.id} ({info.messages} messages)")
+    print(printable(f"imported session {info.id} ({info.messages} messages)"))
     return 0
 
 
 def sessions_fork(args: argparse.Namespace) -> int:
-    from .sessions import session_id_problem
+    from ..state.sessions import session_id_problem
 
     problem = session_id_problem(args.new)
     if problem:
@@ -222,10 +290,6 @@ def _duration(start: float | None, end: float | None) -> str:
     return f"{end - start:.1f}s" if start and end else "-"
 
 
-def _status(run: Any) -> str:
-    return "interrupted" if run.process_gone else run.status
-
-
 def runs_list(args: argparse.Namespace) -> int:
     runs = open_store().runs.list(session=args.session, limit=args.limit or None)
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
@@ -233,59 +297,29 @@ def runs_list(args: argparse.Namespace) -> int:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
         duration = _duration(run.started_at, run.ended_at)
         rows.append(
-            (run.id[:12], _when(run.started_at), _status(run), run.name, run.session_id or "-", tokens, duration)
+            (run.id[:12], _when(run.started_at), run.status, run.name, run.session_id or "-", tokens, duration)
         )
     empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
     return _listing(args, [run.to_json() for run in runs], rows, empty)
 
 
 def runs_show(args: argparse.Namespace) -> int:
+    """What happened in a run (see :mod:`agent_apps.state.run_text`); ``--json``: all of it."""
+    from ..state.run_view import load_run
+
     store = open_store()
-    run = store.runs.get(args.run_id)
-    agents = store.runs.agents(run.id)
-    point = store.journal.checkpoint(run.id)
+    view = load_run(store, args.run_id)
+    run, point = view.run, view.checkpoint
     if args.json:
-        _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
+        _json({**run.to_json(), "agents": [a.to_json() for a in view.agents], "checkpoint": point and point.to_json()})
         return 0
-    out = sys.stdout
-    out.write(f"run {run.id}: {_status(run)}\n")
-    out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
-    out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
-    pending = point.pending if point is not None else None
-    if pending:
-        decided = point.decision  # type: ignore[union-attr]
-        state = f"decided: {decided['action']}" if decided else f"decide with agent-apps approve {run.id}"
-        out.write(f"  waiting for approval of {pending.get('skill')} {_short(json.dumps(pending.get('args')))}")
-        out.write(f" (agent {pending.get('agent_name')}, {pending.get('rule')}); {state}\n")
-    if _resumable(point, run.status, run.process_gone):
-        out.write(f"  agent-apps resume {run.id} continues it\n")
-    for agent in agents:
-        pad = "  " * (agent.depth + 1)
-        report = agent.report or {}
-        session = f", session {agent.session_id}" if agent.session_id else ""
-        out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
-        if report.get("error"):
-            out.write(f"{pad}  error: {report['error'].get('type')}: {_short(report['error'].get('message', ''))}\n")
-        if report.get("compaction"):
-            out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
-        for step in report.get("steps") or ():
-            usage = step.get("usage") or {}
-            out.write(
-                f"{pad}  step {step.get('index')}: model {step.get('model_latency_ms', 0):.0f} ms, "
-                f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
-                f"{step.get('finish_reason')}\n"
-            )
-            for call in step.get("tool_calls") or ():
-                skills = f" -> {', '.join(call['skills'])}" if call.get("skills") else ""
-                error = " error" if call.get("error") else ""
-                out.write(
-                    f"{pad}    {call.get('tool')}{skills}: {call.get('result_size', 0)} bytes, "
-                    f"{call.get('latency_ms', 0):.0f} ms{error}\n"
-                )
-        if report.get("result") is not None:
-            out.write(f"{pad}  result: {_short(json.dumps(report['result'], ensure_ascii=False))}\n")
-        if agent.trace:
-            out.write(f"{pad}  trace: {len(agent.trace)} events (--json shows them)\n")
+    import shutil
+
+    from ..state.run_text import write_run
+
+    write_run(view, sys.stdout, shutil.get_terminal_size((100, 24)).columns)
+    if _resumable(point, run.status):
+        print(printable(f"\nagent-apps resume {run.id} continues it"))
     return 0
 
 
@@ -296,23 +330,30 @@ def runs_stop(args: argparse.Namespace) -> int:
     store = open_store()
     run, now = store.runs.stop(args.run_id, args.reason)
     if now:
-        print(f"stopped run {run.id} (it was {_status(run)}); its status is stopped")
+        print(printable(f"stopped run {run.id} (it was {run.status}); its status is stopped"))
         return 0
     where = f"process {run.pid}" + (f" on {run.host}" if run.host else "")
-    print(f"asked run {run.id} ({where}) to stop: the call in flight finishes, no further turn starts")
+    print(printable(f"asked run {run.id} ({where}) to stop: the call in flight finishes, no further turn starts"))
     if not args.wait:
         return 0
     while True:
         time.sleep(_WAIT_POLL)
         run = store.runs.get(run.id)
-        if run.status != "running" or run.process_gone:
+        if run.status != "running":  # ended, or its process is gone (interrupted)
             break
-    print(f"run {run.id} ended: {_status(run)}")
+    print(printable(f"run {run.id} ended: {run.status}"))
     return 0
 
 
+def runs_prune(args: argparse.Namespace) -> int:
+    pruned = open_store().runs.prune(_cutoff(args.older_than), dry_run=args.dry_run)
+    rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME")]
+    rows += [(run.id[:12], _when(run.started_at), run.status, run.name) for run in pruned]
+    return _pruned(args, "run", pruned, rows)
+
+
 def runs_export(args: argparse.Namespace) -> int:
-    from .run_snapshot import export_run
+    from ..state.run_snapshot import export_run
 
     _json(export_run(open_store(), args.run_id))
     return 0
@@ -321,24 +362,24 @@ def runs_export(args: argparse.Namespace) -> int:
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
     from ..manager import ContextManager
-    from .run_snapshot import import_run, tool_changes
+    from ..state.run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
     cm = ContextManager(search_path=args.path, state=store)
     run = import_run(store, text, source=source, skills=cm.catalog.skills)
     for warning in tool_changes(json.loads(text), cm):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {printable(warning)}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
-    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
-    print(f"imported run {run['id']} ({run['status']}){hint}")
+    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"]) else ""
+    print(printable(f"imported run {run['id']} ({run['status']}){hint}"))
     return 0
 
 
-def _resumable(point: Any, status: str, process_gone: bool) -> bool:
-    from .journal import FINISHED
+def _resumable(point: Any, status: str) -> bool:
+    from ..state.journal import FINISHED
 
-    return point is not None and status not in FINISHED and (status != "running" or process_gone)
+    return point is not None and status not in FINISHED and status != "running"
 
 
 # -- the store as a whole ----------------------------------------------------------------
@@ -346,8 +387,8 @@ def _resumable(point: Any, status: str, process_gone: bool) -> bool:
 
 def state_copy(args: argparse.Namespace) -> int:
     """Copy FROM into TO; print how many rows of each kind."""
-    from . import StateStore
-    from .copy import copy_store, describe
+    from ..state import StateStore
+    from ..state.copy import copy_store, describe
 
     source, target = StateStore(args.source), StateStore(args.target)
     try:
