@@ -43,7 +43,10 @@ __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
 OPTIONS = frozenset(
-    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "read_only", "run"}
+    {
+        "middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "read_only",
+        "run", "context",
+    }
 )
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
@@ -101,6 +104,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["session"] = options["session"]
         if options.get("read_only"):  # ... off the record: it sees the session and writes nothing to it
             ctx.internals["read_only"] = True
+    if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
+        ctx.internals["context"] = options["context"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     if middleware:  # agent middleware named here reaches the agent it serves

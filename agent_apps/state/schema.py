@@ -453,8 +453,20 @@ CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NU
 INSERT INTO run_changes (id, n) VALUES (1, 0);
 """
 
+_V9 = """
+-- A graceful stop asked of a run from another process (agent-apps runs stop, cm.stop):
+-- when (NULL: none is pending) and why. The process that runs the run polls for it and
+-- stops the run; it clears `stop_requested` when the run ends. `stop_reason` stays.
+ALTER TABLE runs ADD COLUMN stop_requested REAL;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+"""
+
+_PG_V9 = """
+ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
+"""
+
 _V10 = """
--- Migration 10 (9 is another branch's; until it is merged this one is applied ninth).
 -- The embeddings of memory chunks, for semantic retrieval (docs/context.md): one per chunk
 -- (its rowid in memory_chunks), the model that made it, the SHA-256 of the text embedded
 -- (a chunk whose text is unchanged keeps its vector when its file is indexed again), and
@@ -495,5 +507,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V6, _PG_V6),
     Migration(_V7, _PG_V7),
     Migration(_V8, _PG_V8),
+    Migration(_V9, _PG_V9),
     Migration(_V10, _PG_V10),
 )
