@@ -400,6 +400,9 @@ class Recorder:
         await self._live_written()
 
         def write() -> None:
+            # the report first: once a turn's messages can be read, its report has it too
+            # (a crash between the two transactions loses the messages of the turn in flight)
+            store.runs.report(record, report)
             if session is not None:
                 store.sessions.append(
                     session,
@@ -408,7 +411,6 @@ class Recorder:
                     memory=saved if saved is not _UNSET else None,
                     anchor=anchor,
                 )
-            store.runs.report(record, report)
             if journal is not None and not replayed:  # the turn's messages, for export and replay
                 journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
