@@ -56,21 +56,26 @@ class HostCall(Future):
     def __init__(self, loop: "GuestLoop", call_id: int) -> None:
         super().__init__(loop=loop)
         self._call_id = call_id
+        self._guest = loop  # get_loop(), typed as the loop it is
 
     def cancel(self, msg=None) -> bool:
         if not super().cancel(msg):
             return False
-        self.get_loop()._forget(self._call_id)
+        self._guest._forget(self._call_id)
         return True
 
     def __await__(self):
-        loop = self.get_loop()
+        loop = self._guest
         if not self.done() and loop._pending.get(self._call_id) is self:  # a call of this run
             loop._wait_inline(self)
         return (yield from super().__await__())
 
 
 class GuestLoop(base_events.BaseEventLoop):
+    # BaseEventLoop's own queues, which the inline wait reads (typeshed leaves them out).
+    _ready: Any  # a deque of the handles ready to run
+    _scheduled: list[Any]  # a heap of the timer handles, soonest first
+
     def __init__(self) -> None:
         super().__init__()
         self._selector = _HostSelector(self)
