@@ -11,7 +11,7 @@ import time
 
 from agent_apps.authority import Authority
 from agent_apps.ref_args import check_ref
-from agent_apps.scheduling.timing import When
+from agent_apps.timing import When
 
 #: The shortest ``every`` of a schedule made by agent code, in seconds.
 AGENT_CODE_EVERY = 1.0

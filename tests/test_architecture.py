@@ -19,6 +19,8 @@ FLOORS = {
     # the ground: no imports of our own, or only of each other
     "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
     "_simple_schema": 0, "_yaml_depth": 0, "terminal": 0, "tracing": 0, "progress": 0,
+    # when a schedule is due (the store computes next due times with it)
+    "timing": 1,
     # what a skill is, where an invocation sits in its run, the parse cache
     "skill": 1, "run_record": 1, "parse_cache": 1,
     # the kernel's rules: the config cascade, allowed-tools, validation, the Context
@@ -42,10 +44,6 @@ FLOORS = {
 KNOWN_UPWARDS = {
     ("manager", "agent.durable"): "cm.resume() and cm.decide() hand off to durable runs",
     ("manager", "batch"): "cm.batch() hands off to the batch runner",
-    ("state.cli", "cli"): "the sessions and runs commands use the command line's helpers",
-    ("state.cli", "manager"): "the runs commands build a ContextManager",
-    ("state.schedules", "scheduling.timing"): "a schedule's next due time",
-    ("batch.cli", "cli"): "the batch command uses the command line's helpers",
 }
 
 #: Import circles of more than one module today (none may grow, no new one may form).

@@ -28,11 +28,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
-    "sessions": ("agent_apps.state.cli", "list, show, export, import, fork and remove sessions"),
-    "runs": ("agent_apps.state.cli", "list, show, export and import recorded agent runs"),
-    "state": ("agent_apps.state.cli", "copy a whole state store, between SQLite and PostgreSQL"),
+    "sessions": ("agent_apps.cli.state", "list, show, export, import, fork and remove sessions"),
+    "runs": ("agent_apps.cli.state", "list, show, export and import recorded agent runs"),
+    "state": ("agent_apps.cli.state", "copy a whole state store, between SQLite and PostgreSQL"),
     "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
-    "batch": ("agent_apps.batch.cli", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
+    "batch": ("agent_apps.cli.batch", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
 }
 
 

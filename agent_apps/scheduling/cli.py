@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     store = cm.state
     schedules = store.schedules.list()
     due = [s.next_at for s in schedules if s.next_at is not None]
-    from .timing import iso
+    from ..timing import iso
 
     print(
         f"agent-apps scheduler: {len(schedules)} schedule(s) in {store.path}"

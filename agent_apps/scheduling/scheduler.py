@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..authority import invoke_as
 from ..errors import AgentAppsError, Cancelled, SkillNotFound
 from ..run_record import RunRecord
-from .timing import iso
+from ..timing import iso
 
 if TYPE_CHECKING:
     from ..manager import ContextManager

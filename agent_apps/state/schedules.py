@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..authority import Authority
-from ..scheduling.timing import CATCH_UP, When, iso
+from ..timing import CATCH_UP, When, iso
 from ._db import Cursor, Database
 from .errors import AlreadyExists, NotFound
 

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent_apps.errors import ArgsInvalid
-from agent_apps.scheduling.timing import When
+from agent_apps.timing import When
 
 NOW = datetime(2026, 11, 23, 9, 1, 30, tzinfo=UTC).timestamp()
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import Any
 
-from ..errors import AgentAppsError, ArgsInvalid
+from .errors import AgentAppsError, ArgsInvalid
 
 __all__ = ["CATCH_UP", "CRON_ALIASES", "LATEST", "MAX_EVERY", "When", "iso"]
 

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from ..cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
 __all__ = ["parse", "parser"]
 
@@ -64,9 +64,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import Batch
-    from .files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
-    from .progress import Progress
+    from ..batch import Batch
+    from ..batch.files import InputFile, ResultsFile, ResumeError, drop_failed, read_results
+    from ..batch.progress import Progress
 
     if args.retries is not None and not args.ray:
         raise UsageError("--retries applies to --ray only (a local batch has no workers to lose)")

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import _number, _Parser, _table
-from . import open_store
-from .errors import SnapshotInvalid
+from ..state import open_store
+from ..state.errors import SnapshotInvalid
+from . import _number, _Parser, _table
 
 __all__ = ["parse", "parser"]
 
@@ -241,7 +241,7 @@ def _read(file: str) -> tuple[str, str]:
 def sessions_import(args: argparse.Namespace) -> int:
     text, source = _read(args.file)
     if args.as_id is not None:
-        from .sessions import session_id_problem
+        from ..state.sessions import session_id_problem
 
         problem = session_id_problem(args.as_id)
         if problem:
@@ -252,7 +252,7 @@ def sessions_import(args: argparse.Namespace) -> int:
 
 
 def sessions_fork(args: argparse.Namespace) -> int:
-    from .sessions import session_id_problem
+    from ..state.sessions import session_id_problem
 
     problem = session_id_problem(args.new)
     if problem:
@@ -351,7 +351,7 @@ def runs_prune(args: argparse.Namespace) -> int:
 
 
 def runs_export(args: argparse.Namespace) -> int:
-    from .run_snapshot import export_run
+    from ..state.run_snapshot import export_run
 
     _json(export_run(open_store(), args.run_id))
     return 0
@@ -360,7 +360,7 @@ def runs_export(args: argparse.Namespace) -> int:
 def runs_import(args: argparse.Namespace) -> int:
     """Restore a run; warn about tools its agents had that are gone, or new ones."""
     from ..manager import ContextManager
-    from .run_snapshot import import_run, tool_changes
+    from ..state.run_snapshot import import_run, tool_changes
 
     text, source = _read(args.file)
     store = open_store()
@@ -375,7 +375,7 @@ def runs_import(args: argparse.Namespace) -> int:
 
 
 def _resumable(point: Any, status: str, process_gone: bool) -> bool:
-    from .journal import FINISHED
+    from ..state.journal import FINISHED
 
     return point is not None and status not in FINISHED and (status != "running" or process_gone)
 
@@ -385,8 +385,8 @@ def _resumable(point: Any, status: str, process_gone: bool) -> bool:
 
 def state_copy(args: argparse.Namespace) -> int:
     """Copy FROM into TO; print how many rows of each kind."""
-    from . import StateStore
-    from .copy import copy_store, describe
+    from ..state import StateStore
+    from ..state.copy import copy_store, describe
 
     source, target = StateStore(args.source), StateStore(args.target)
     try:
