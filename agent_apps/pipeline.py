@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .allowed_tools import check_call
+from .attachments import AttachmentInvalid, load
 from .context import Context, Finish, Signal
-from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
+from .errors import AgentAppsError, ArgsInvalid, LimitExceeded, SkillFailed, ToolNotAllowed
 from .middleware import check_untrusted_middleware
 from .skill import PROMPT_EXECUTOR
 from .validation import validate_args, validate_result
@@ -43,7 +44,7 @@ __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
 OPTIONS = frozenset(
-    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run"}
+    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run", "attachments"}
 )
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
@@ -75,10 +76,11 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 )
         if parent is not None and middleware and parent.internals.get("untrusted"):
             check_untrusted_middleware(cm, parent, skill, middleware)
-        # 4. Args (and the keys of the call's config).
+        # 4. Args (and the keys of the call's config, and the attachments).
         args = validate_args(skill, args)
         if config:
             cm.check_call_config(config)
+        attachments = _attachments(cm, skill, parent, options.get("attachments"))
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise
@@ -97,6 +99,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = config
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
+    if attachments:  # the agent this invocation serves gets them with the user's message
+        ctx.internals["attachments"] = attachments
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     if middleware:  # agent middleware named here reaches the agent it serves
@@ -165,6 +169,19 @@ async def _in_thread(ctx: Context, main: Any) -> Any:
     ctx._cm._loop_for_threads = loop
     call = functools.partial(contextvars.copy_context().run, main, ctx, ctx.args)
     return await loop.run_in_executor(None, call)
+
+
+def _attachments(cm: ContextManager, skill: Skill, parent: Context | None, given: Any) -> list[dict[str, Any]]:
+    """The ``attachments=`` option as checked media parts (docs/agent.md,
+    "Attachments"); a file is read now, so its bytes are what the run keeps. Only a
+    trusted caller may name files."""
+    if given is None:
+        return []
+    files = parent is None or not parent.internals.get("untrusted")
+    try:
+        return load(given, files=files, cwd=cm.cwd)
+    except AttachmentInvalid as exc:
+        raise ArgsInvalid(skill.name, exc.path, str(exc)) from None
 
 
 def _tag(exc: AgentAppsError, depth: int) -> None:

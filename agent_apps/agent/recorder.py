@@ -8,23 +8,30 @@ The agent policy already hears every step of a run through the hook events; the
   (the user's message with the first turn, a hook's "continue" message with the next),
   so no provider needs to know about storage, and a crash loses at most the turn in
   flight;
-* the **report** (steps with model latency, usage and finish reason; tool calls with
-  the skills their code called, args, result size, latency and error; totals), written
-  after every turn and when the run ends.
+* the **report** (steps with model latency, usage and finish reason, and the model's
+  reasoning with a short summary; tool calls with the skills their code called, args,
+  result size, latency and error; the attachments; totals), written after every turn
+  and when the run ends.
+
+The user's message carries the run's attachments (``media``), and each assistant
+message the reasoning its turn reported (``reasoning``), as seed 004 keeps thoughts
+with the assistant's message.
 
 Retention (``model.retention``) decides what is kept once the run ends: ``permanent``
 everything; ``run`` the messages and memory while the run lasts, removed when it ends;
 ``none`` no message content at all. Reports of runs that are not ``permanent`` keep no
-content either (no user message, result, code or tool output): only ids, statuses,
-counts, sizes, timings and usage.
+content either (no user message, result, code, tool output, reasoning or attachment
+names): only ids, statuses, counts, sizes, timings and usage.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..state.messages import Message, estimate_text
+from ..attachments import describe
+from ..state.messages import Message, estimate_text, reasoning_summary
 
 if TYPE_CHECKING:
     from ..run_record import RunRecord
@@ -50,6 +57,7 @@ class Recorder:
         model: str | None,
         retention: str,
         user_message: str,
+        attachments: Sequence[dict[str, Any]] = (),
         journal: AgentJournal | None = None,
     ) -> None:
         self.store = store
@@ -80,12 +88,21 @@ class Recorder:
         }
         if self.keeps_content:
             self.report["user_message"] = user_message
+        if attachments:
+            described = describe(attachments)
+            self.report["attachments"] = (
+                described if self.keeps_content else [{k: v for k, v in d.items() if k != "name"} for d in described]
+            )
         self.steps: list[dict[str, Any]] = []
         self.compaction: dict[str, Any] | None = None
+        first: Message = {"role": "user", "text": user_message}
+        if attachments:
+            first["media"] = [dict(part) for part in attachments]
         #: user-side messages waiting for the next turn to end
-        self._pending: list[Message] = [{"role": "user", "text": user_message}]
+        self._pending: list[Message] = [first]
         self._step: dict[str, Any] | None = None
         self._text: list[str] = []
+        self._reasoning: list[str] = []
         self._calls: list[dict[str, Any]] = []
         self._results: list[Message] = []
         self._open: dict[str, dict[str, Any]] = {}
@@ -121,11 +138,11 @@ class Recorder:
                 "tool_calls": [],
             }
             self.steps.append(self._step)
-            self._text, self._calls, self._results, self._open = [], [], [], {}
+            self._text, self._reasoning, self._calls, self._results, self._open = [], [], [], [], {}
         elif self._step is None:
             return
-        elif kind == "message" and event.get("text"):
-            self._text.append(str(event["text"]))
+        elif kind in ("message", "reasoning") and event.get("text"):
+            (self._text if kind == "message" else self._reasoning).append(str(event["text"]))
             self._step.setdefault("_first", now)
         elif kind == "tool-call":
             self._step.setdefault("_first", now)
@@ -190,6 +207,13 @@ class Recorder:
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
+        reasoning = "".join(self._reasoning)
+        if reasoning:
+            assistant["reasoning"] = reasoning
+            if self.keeps_content:
+                step.update(reasoning=reasoning, reasoning_summary=reasoning_summary(reasoning))
+            else:
+                step["reasoning_chars"] = len(reasoning)
         if self._calls:
             assistant["tool_calls"] = self._calls  # type: ignore[typeddict-item]
         batch = [*self._pending, assistant, *self._results]

@@ -64,13 +64,12 @@ from .prompt import INVOKE_TOOL
 from .recorder import Recorder
 from .reporting import RunReporter
 from .run_state import RunState
-from .settings import settle
+from .settings import settle, takes_arg
 from .turns import HOOK_PARAMS, STOP_MESSAGES, TurnPolicy
 
 if TYPE_CHECKING:
     from ..allowed_tools import Visible
     from ..context import Context
-    from ..skill import Skill
 
 __all__ = ["AgentRun"]
 
@@ -169,6 +168,7 @@ class AgentRun:
             model=settings.config.get("model_id"),
             retention=settings.retention,
             user_message=settings.user_message,
+            attachments=settings.attachments,
             journal=journal,
         )
         memory = await recorder.start()
@@ -318,8 +318,10 @@ class AgentRun:
         if self.model_calls:
             require_model_calls(provider)
             call.update(self.model_calls.provider_args())
-        if _takes_arg(provider, "stable_prefix"):  # where a prompt cache may end
+        if takes_arg(provider, "stable_prefix"):  # where a prompt cache may end
             call["stable_prefix"] = context.composed.stable_prefix
+        if settings.attachments:  # settle() refused a provider that cannot take them
+            call["attachments"] = list(settings.attachments)
         # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider even
         # when it does not look at its signal.
         text = await ctx.signal.guard(ctx.manager.invoke(settings.provider, call))
@@ -398,9 +400,3 @@ class AgentRun:
             return {"type": "Cancelled", "message": self.ctx.signal.reason or "cancelled"}
         return {"type": type(exc).__name__, "message": str(exc)}
 
-
-def _takes_arg(provider: Skill, arg: str) -> bool:
-    """Whether the provider skill takes ``arg`` (optional args newer than a provider
-    are sent only to providers that say they take them)."""
-    props = (provider.params or {}).get("properties")
-    return isinstance(props, dict) and arg in props

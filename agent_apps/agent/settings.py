@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..attachments import AttachmentInvalid, load
 from ..authority import check_untrusted_agent_args
 from ..budget import Supervision, supervision_config
 from ..config import call_config
-from ..errors import ArgsInvalid, ToolNotAllowed
+from ..errors import AgentAppsError, ArgsInvalid, ToolNotAllowed
 from ..run_record import AgentLimits
 from ..skill import is_skill_name
 from ..state.sessions import session_id_problem
@@ -28,8 +29,9 @@ from .workspace import resolve_workspace
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..skill import Skill
 
-__all__ = ["RunSettings", "settle"]
+__all__ = ["RunSettings", "settle", "takes_arg"]
 
 #: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
 _EXCLUDED = ("agent", "agent-execute")
@@ -71,6 +73,8 @@ class RunSettings:
     prompt: str
     #: The task: the first user message.
     user_message: str
+    #: Images and documents that go with the user message: media parts (attachments.py).
+    attachments: tuple[dict[str, Any], ...]
     #: What the caller seeds the sandbox's ``memory`` with.
     memory: Mapping[str, Any]
     #: ``model.retention``: what is kept once the run ends (recorder.py).
@@ -173,6 +177,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     provider: str = config.get("agent") or "agent-strands"
     if not is_skill_name(provider):
         raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {provider!r}")
+    attachments = _attachments(ctx, args, served, provider)
     parent_scope = ctx.nonlocals.get("agent") or {}
     # Nested agents hide the skills their ancestors serve, too (no loops through them).
     inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
@@ -191,6 +196,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         skill_dir=served_skill.folder,
         prompt=args.get("prompt") or _PROMPT,
         user_message=args.get("user_message") or _USER_MESSAGE,
+        attachments=attachments,
         memory=dict(args.get("memory") or {}),
         retention=retention,
         session=session,
@@ -202,6 +208,40 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         inherited=parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None,
         ancestor_context_id=parent_scope.get("context_id"),
     )
+
+
+def takes_arg(provider: Skill, arg: str) -> bool:
+    """Whether the provider skill takes ``arg`` (optional args newer than a provider
+    are sent only to providers that say they take them)."""
+    props = (provider.params or {}).get("properties")
+    return isinstance(props, dict) and arg in props
+
+
+def _attachments(ctx: Context, args: Mapping[str, Any], served: Context, provider: str) -> tuple[dict[str, Any], ...]:
+    """The images and documents for the user message: the ``attachments`` arg (media
+    parts, never paths: agent code may give it), else the ``attachments=`` option of
+    this invocation or of the one it serves (checked by the pipeline). Refused when the
+    provider cannot take them."""
+    given = args.get("attachments")
+    try:
+        parts = load(given, files=False) if given is not None else []
+    except AttachmentInvalid as exc:
+        raise ArgsInvalid(ctx.skill.name, exc.path, str(exc)) from None
+    parts = parts or list(ctx.internals.get("attachments") or served.internals.get("attachments") or ())
+    if not parts:
+        return ()
+    try:
+        skill = ctx.manager.context_manager.get(provider)
+    except AgentAppsError:
+        return tuple(parts)  # the provider call will say what is wrong with it
+    if not takes_arg(skill, "attachments"):
+        raise ArgsInvalid(
+            ctx.skill.name,
+            "attachments",
+            f"provider {provider!r} cannot take attachments (images, documents); agent-strands can "
+            "(Bedrock, Anthropic, OpenAI-compatible servers), and agent-scripted plays along",
+        )
+    return tuple(parts)
 
 
 def _below_agent_code(ctx: Context) -> bool:

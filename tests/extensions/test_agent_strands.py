@@ -109,6 +109,28 @@ async def test_request_carries_prompt_tool_and_inference_config(run, bedrock):
     assert result_block["status"] == "success" and result_block["content"] == [{"text": "42"}]
 
 
+async def test_attachments_are_converse_image_and_document_blocks_in_this_run_and_the_next(context_manager, bedrock):
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(40)
+    bedrock.add_turns({"text": "A chart."}, {"text": "Still a chart."})
+    config = {"agent": "agent-strands", "model_id": MODEL, "endpoint_url": bedrock.endpoint_url, "region": "us-east-1"}
+    call = {"prompt": "P", "user_message": "What is this?", "config": config}
+    attached = [png, b"# Notes\nread me\n"]
+    assert await context_manager.invoke("agent", call, attachments=attached, session="att") == "A chart."
+    blocks = [
+        {"text": "What is this?"},
+        {"image": {"format": "png", "source": {"bytes": base64.b64encode(png).decode()}}},
+        {"document": {"format": "txt", "name": "attachment-2-txt", "source": {"bytes": "IyBOb3RlcwpyZWFkIG1lCg=="}}},
+    ]
+    assert bedrock.requests[0].messages == [{"role": "user", "content": blocks}]
+    # a document's name as Bedrock takes it (no dots); the session keeps them: the next
+    # run of the session sends them again with its history
+    again = {**call, "user_message": "And now?"}
+    assert await context_manager.invoke("agent", again, session="att") == "Still a chart."
+    assert bedrock.requests[1].messages[0] == {"role": "user", "content": blocks}
+
+
 async def test_non_streaming_converse_works(run, bedrock, events):
     bedrock.add_turns(invoke("print('hi')"), {"text": "Said hi."})
     assert await run(config={"streaming": False}) == "Said hi."

@@ -257,3 +257,51 @@ async def test_a_public_api_without_a_key_says_which_variable(name, variable, co
     with pytest.raises(AgentAppsError) as info:
         await context_manager.invoke("agent", call)
     assert f"needs an API key: export {variable}" in one_line(info.value)
+
+
+# -- attachments ------------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(40)
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def media_blocks(provider: Provider, request) -> list[tuple[str, str]]:
+    """``(kind, base64 data)`` of the image and document blocks of the user's message
+    in a request, in that API's own shape."""
+    first = next(message for message in request.messages if message.get("role") == "user")
+    if provider.name == "ollama":  # each block its own message, images in ``images``
+        return [("image", data) for message in request.messages for data in message.get("images") or ()]
+    out = []
+    for block in first["content"] if isinstance(first["content"], list) else ():
+        kind = block.get("type")
+        if provider.name == "anthropic" and kind in ("image", "document"):
+            out.append((kind, block["source"]["data"]))
+        elif kind == "image_url":
+            out.append(("image", block["image_url"]["url"].split("base64,", 1)[1]))
+        elif kind == "file":
+            out.append(("document", block["file"]["file_data"].split("base64,")[-1]))
+    return out
+
+
+async def test_attachments_reach_the_api_as_its_own_image_and_document_blocks(provider, fake, context_manager):
+    fake.add_turns({"text": "A chart and a PDF."})
+    attached = [PNG] if provider.name == "ollama" else [PNG, PDF]
+    call = {"prompt": "P", "user_message": "What are these?", "config": provider.config(fake)}
+    assert await context_manager.invoke("agent", call, attachments=attached) == "A chart and a PDF."
+    expected = [("image", _b64(PNG))] + ([] if provider.name == "ollama" else [("document", _b64(PDF))])
+    assert media_blocks(provider, fake.requests[0]) == expected
+
+
+async def test_ollama_refuses_a_document_attachment_naming_it(provider, fake, context_manager):
+    if provider.name != "ollama":
+        pytest.skip("Ollama's model class writes images only")
+    call = {"prompt": "P", "user_message": "Read it.", "config": provider.config(fake)}
+    with pytest.raises(AgentAppsError, match=r"'ollama' takes image attachments only, not 'attachment-2.pdf'"):
+        await context_manager.invoke("agent", call, attachments=[PNG, PDF])
+    assert fake.requests == []

@@ -47,6 +47,7 @@ frontmatter = {
             "model_messages": {"type": "boolean"},
             "buffer_responses": {"type": "boolean"},
             "stable_prefix": {"type": "integer", "minimum": 0},
+            "attachments": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },

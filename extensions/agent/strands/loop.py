@@ -58,7 +58,7 @@ from agent_apps.errors import Cancelled
 from .caching import system_content
 from .calls import ReportedModel
 from .history import to_converse
-from .models import Built, build_model, classify
+from .models import Built, build_model, check_attachments, classify
 
 # Strands logs failures it re-raises; they reach the user as our errors. Without this,
 # Python's last-resort handler would print them to stderr when the app set up no logging.
@@ -72,6 +72,7 @@ async def run(ctx: Any, args: dict[str, Any]) -> Any:
     config = dict(args.get("config") or {})
     built = await asyncio.to_thread(build_model, config)
     try:
+        check_attachments(built.provider, args.get("attachments") or ())
         session = Session(ctx, args, config, built)
         return await session.run()
     finally:
@@ -97,9 +98,11 @@ class Session(HookProvider):
         self.turn_latency: float | None = None
         self.turn_stop: str | None = None
         self._model_started = 0.0
-        # The session's earlier messages, and the user's, as the initial conversation.
-        history = args.get("messages")
-        self.preloaded = to_converse(history, self.user_message) if history else None
+        # The session's earlier messages, and the user's with its attachments (Strands'
+        # image and document blocks, which each model class writes in its API's shape),
+        # as the initial conversation.
+        history, attachments = args.get("messages"), args.get("attachments")
+        self.preloaded = to_converse(history or [], self.user_message, attachments) if history or attachments else None
         self.stopped: Any = _UNSET
         #: An error of ours (a hook or the invoke callback raised): it ends the run as is.
         self.fatal: BaseException | None = None

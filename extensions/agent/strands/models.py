@@ -46,6 +46,23 @@ class ProviderError(AgentAppsError):
         return data
 
 
+#: Providers whose Strands model class writes image attachments only (no documents).
+_IMAGES_ONLY = frozenset({"ollama"})
+
+
+def check_attachments(provider: str, parts: Any) -> None:
+    """Refuse, before any model call, an attachment ``provider`` cannot send."""
+    if provider not in _IMAGES_ONLY:
+        return
+    for part in parts:
+        if part.get("type") != "image":
+            raise ProviderError(
+                f"model.provider {provider!r} takes image attachments only, not {part.get('name')!r} "
+                f"(a {part.get('format')} document)",
+                code="AttachmentUnsupported",
+            )
+
+
 def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
