@@ -148,6 +148,15 @@ async def test_two_turns_streamed_with_the_tool_result_fed_back(provider, fake, 
     assert usage == [{"input_tokens": 120, "output_tokens": 15}, {"input_tokens": 160, "output_tokens": 6}]
 
 
+async def test_streaming_false_sends_one_plain_request_a_turn(provider, fake, run, events):
+    if provider.name in ("anthropic", "ollama"):
+        pytest.skip("model.streaming: false is not honoured for this provider yet (issue 30)")
+    fake.add_turns(invoke("print(6 * 7)"), {"text": "It is 42."})
+    assert await run(config={"streaming": False}) == "It is 42."
+    assert [request.streaming for request in fake.requests] == [False, False]
+    assert [e["delta"] for e in of_type(events, "agent-message")] == [False]
+
+
 # -- errors: the same retries and messages as Bedrock ----------------------------------------------
 
 

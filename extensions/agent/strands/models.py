@@ -384,10 +384,13 @@ def _litellm(config: dict[str, Any]) -> Built:
         client_args["api_base"] = config["base_url"]
     params = _params(config)
     model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
-    model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None)
+    streaming = bool(config.get("streaming", True))
+    model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None, stream=streaming)
     with _litellm_runs_lock:
         _litellm_runs[0] += 1
-    built = Built(model, "litellm", model_id, endpoint_url=config.get("base_url"), streams_on_loop=True)
+    built = Built(
+        model, "litellm", model_id, endpoint_url=config.get("base_url"), streaming=streaming, streams_on_loop=True
+    )
     built._release = _release_litellm_clients
     return built
 
