@@ -85,6 +85,10 @@ class Rendered:
     input_tokens: int
     output_tokens: int
     latency_ms: int
+    #: prompt-cache reads and writes, beside ``input_tokens`` (Bedrock's and Anthropic's
+    #: convention; an OpenAI-shaped fake adds them into its ``prompt_tokens``)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 def render(turn: Mapping[str, Any], prompt: Any, request_number: int) -> Rendered:
@@ -116,6 +120,8 @@ def render(turn: Mapping[str, Any], prompt: Any, request_number: int) -> Rendere
         input_tokens=int(input_tokens),
         output_tokens=int(output_tokens),
         latency_ms=int(turn.get("latency_ms", 1)),
+        cache_read_tokens=int(usage.get("cacheReadInputTokens", usage.get("cache_read_tokens")) or 0),
+        cache_write_tokens=int(usage.get("cacheWriteInputTokens", usage.get("cache_write_tokens")) or 0),
     )
 
 

@@ -289,13 +289,22 @@ class _OpenAI(_Api):
             for use in rendered.tool_uses
         ]
 
-    def _usage(self, rendered: Rendered) -> dict[str, int]:
-        total = rendered.input_tokens + rendered.output_tokens
-        return {
-            "prompt_tokens": rendered.input_tokens,
+    def _usage(self, rendered: Rendered) -> dict[str, Any]:
+        """OpenAI's usage: ``prompt_tokens`` counts cached tokens too, and
+        ``prompt_tokens_details`` says how many of them were cache reads and writes."""
+        cached = rendered.cache_read_tokens + rendered.cache_write_tokens
+        prompt = rendered.input_tokens + cached
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
             "completion_tokens": rendered.output_tokens,
-            "total_tokens": total,
+            "total_tokens": prompt + rendered.output_tokens,
         }
+        if cached:
+            usage["prompt_tokens_details"] = {
+                "cached_tokens": rendered.cache_read_tokens,
+                "cache_write_tokens": rendered.cache_write_tokens,
+            }
+        return usage
 
     def response(self, rendered: Rendered, model: str) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": rendered.text}

@@ -157,6 +157,17 @@ async def test_streaming_false_sends_one_plain_request_a_turn(provider, fake, ru
     assert [e["delta"] for e in of_type(events, "agent-message")] == [False]
 
 
+async def test_cached_input_tokens_are_counted_once(provider, fake, run, events):
+    if provider.name not in ("openai", "litellm"):
+        pytest.skip("this fake reports no prompt cache")
+    usage = {"input_tokens": 30, "output_tokens": 5, "cache_read_tokens": 70, "cache_write_tokens": 7}
+    fake.add_turns({"text": "Cached.", "usage": usage})
+    assert await run() == "Cached."
+    assert fake.requests  # the fake's prompt_tokens were 107: 30 + 70 read + 7 written
+    (turn,) = [e["usage"] for e in of_type(events, "turn-end")]
+    assert turn == usage
+
+
 # -- errors: the same retries and messages as Bedrock ----------------------------------------------
 
 

@@ -308,7 +308,7 @@ class Session(HookProvider):
                 content = response.message.get("content") or []
                 self.turn_text = "".join(block["text"] for block in content if "text" in block)
                 usage = (response.message.get("metadata") or {}).get("usage") or {}
-                self.turn_usage = _usage(usage)
+                self.turn_usage = _usage(usage, self.built.provider)
             return
         if self._done() or event.exception is self.fatal:
             return
@@ -356,11 +356,21 @@ class Session(HookProvider):
             event.message["content"].append({"text": str(directive["message"])})
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
+#: Providers whose input-token count includes the prompt-cache reads and writes (OpenAI's
+#: ``prompt_tokens``; LiteLLM reports every model, ``anthropic/`` ones too, that way).
+_CACHE_IN_INPUT = frozenset({"openai", "litellm"})
+
+
+def _usage(usage: dict[str, Any], provider: str) -> dict[str, int]:
+    """A turn's usage in Bedrock's convention, whatever the provider's: ``input_tokens``
+    without the cache reads and writes, which have keys of their own (so a total or a
+    price counts each token once)."""
     out = {"input_tokens": int(usage.get("inputTokens") or 0), "output_tokens": int(usage.get("outputTokens") or 0)}
     for source, key in (("cacheReadInputTokens", "cache_read_tokens"), ("cacheWriteInputTokens", "cache_write_tokens")):
         if usage.get(source):
             out[key] = int(usage[source])
+            if provider in _CACHE_IN_INPUT:
+                out["input_tokens"] = max(0, out["input_tokens"] - out[key])
     return out
 
 
