@@ -7,15 +7,21 @@ would slip past every numeric check (``min(nan, 120)`` is ``nan``); and it nests
 deep as the text does, so a 5,000-deep list raises ``RecursionError`` later, in
 whatever walks the value. :func:`loads` refuses both with a ``ValueError`` that says
 what was wrong, so callers report it instead of crashing.
+
+The same holds for JSON from peers (a model endpoint, an MCP server, an ACP agent): a
+message :func:`loads` refuses can still say whom it answers, which
+:func:`top_level_scalar` reads without parsing the rest, so the request it answers
+fails at once instead of waiting for an answer that never comes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "loads", "too_deep"]
+__all__ = ["MAX_DEPTH", "loads", "too_deep", "top_level_scalar"]
 
 #: How deep JSON from untrusted code may nest (as serde_json's default recursion limit).
 MAX_DEPTH = 128
@@ -70,3 +76,30 @@ def too_deep(value: Any, max_depth: int = MAX_DEPTH) -> bool:
                     return True
                 stack.append((child, depth + 1))
     return False
+
+
+#: A JSON string (unrolled, so that a long one is matched in a loop), or a bracket.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+#: After a key: its value, when that is a number, a string, true, false or null.
+_SCALAR = re.compile(r'\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|"[^"\\]*(?:\\.[^"\\]*)*"|true|false|null)\s*[,}]')
+
+
+def top_level_scalar(text: str, key: str) -> Any:
+    """The value of ``key`` in the JSON object ``text`` when it is a scalar (a number,
+    string, boolean or null), else None: found by scanning the brackets and strings,
+    never by parsing, so the rest may nest as deep as it likes (or be cut off).
+
+    Used on a message that :func:`loads` refused, to learn the ``id`` it answers.
+    """
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "{[":
+            depth += 1
+        elif token in "}]":
+            depth -= 1
+        elif depth == 1 and len(token) <= len(key) * 6 + 2 and json.loads(token) == key:
+            value = _SCALAR.match(text, match.end())
+            if value is not None:
+                return json.loads(value.group(1))
+    return None

@@ -36,10 +36,11 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from .host_files import HostFileRefused, read_host_file
 
 __all__ = [
     "DOCUMENT_FORMATS",
@@ -156,19 +157,17 @@ def _part(index: int, item: Any, *, files: bool, cwd: str | os.PathLike[str] | N
 
 
 def _file(index: int, path: Path) -> dict[str, Any]:
+    """The checked part for the file at ``path``, read by the host's bounded reader: a
+    regular file only (a FIFO or a device is never opened to wait), outside the
+    credentials folders, and never more than the larger cap read."""
     shown = str(path)
     try:
-        info = path.stat()
-    except OSError as exc:
-        raise AttachmentInvalid(index, f"cannot read it ({exc.strerror or exc})", name=shown) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise AttachmentInvalid(index, "not a regular file", name=shown)
-    if info.st_size > max(MAX_IMAGE_BYTES, MAX_DOCUMENT_BYTES):
-        raise AttachmentInvalid(
-            index, f"{info.st_size:,} bytes is more than an attachment may be ({_caps()})", name=shown
-        )
-    try:
-        data = path.read_bytes()
+        data = read_host_file(path, limit=max(MAX_IMAGE_BYTES, MAX_DOCUMENT_BYTES), folder=None)
+    except HostFileRefused as exc:
+        problem = exc.reason.removeprefix("is ")
+        if problem.startswith("larger than"):
+            problem = f"{problem}, more than an attachment may be ({_caps()})"
+        raise AttachmentInvalid(index, problem, name=shown) from None
     except OSError as exc:
         raise AttachmentInvalid(index, f"cannot read it ({exc.strerror or exc})", name=shown) from None
     return _checked(index, data, name=path.name, shown=shown)

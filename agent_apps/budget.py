@@ -18,13 +18,17 @@ Three config keys under ``model``, read from an agent's cascade:
 
 A bad value is a :class:`~agent_apps.errors.ConfigError` that names the key and the
 file (and line) that set it.
+
+Token counts come from peers (a model endpoint, an ACP agent) and are not trusted:
+:func:`clamp_usage` makes each one a whole number from 0 to :data:`MAX_TOKENS` before it
+is charged, priced or reported, so a negative count cannot give back budget and a huge
+or non-numeric one cannot break the arithmetic.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET_KEYS",
+    "MAX_TOKENS",
     "PRIORITIES",
     "SPAWN_KEYS",
     "Ledger",
@@ -45,7 +50,9 @@ __all__ = [
     "Price",
     "SpawnLimits",
     "Supervision",
+    "clamp_usage",
     "supervision_config",
+    "with_clamped_usage",
 ]
 
 #: Priorities, lowest first.
@@ -55,6 +62,9 @@ PRIORITIES = ("background", "low", "normal", "high", "critical")
 BUDGET_KEYS = ("tokens", "input_tokens", "output_tokens", "cost_usd", "turns", "deadline_s")
 _REAL_KEYS = frozenset({"cost_usd", "deadline_s"})
 SPAWN_KEYS = ("max_agents", "max_depth", "max_memory_mb")
+#: The most tokens one model call may report of each kind (no model comes near): a
+#: larger count is taken as this, so that sums stay exact and fit a 64-bit column.
+MAX_TOKENS = 10**9
 _USAGE_OF_PRICE = {
     "input": "input_tokens",
     "output": "output_tokens",
@@ -102,10 +112,8 @@ class Price:
     cache_write: float = 0.0
 
     def cost(self, usage: Mapping[str, Any]) -> float:
-        return (
-            sum(float(getattr(self, kind)) * int(usage.get(key) or 0) for kind, key in _USAGE_OF_PRICE.items())
-            / 1_000_000
-        )
+        usage = clamp_usage(usage)
+        return sum(float(getattr(self, kind)) * usage.get(key, 0) for kind, key in _USAGE_OF_PRICE.items()) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -200,8 +208,10 @@ class Ledger:
 
     def charge(self, usage: Mapping[str, Any], cost: float = 0.0) -> None:
         """Count a model call's ``usage`` (and its cost) here and above."""
-        tokens_in = int(usage.get("input_tokens") or 0)
-        tokens_out = int(usage.get("output_tokens") or 0)
+        usage = clamp_usage(usage)
+        tokens_in = usage.get("input_tokens", 0)
+        tokens_out = usage.get("output_tokens", 0)
+        cost = cost if math.isfinite(cost) and cost > 0 else 0.0
         for node in self.chain():
             node.used["input_tokens"] += tokens_in
             node.used["output_tokens"] += tokens_out
@@ -268,6 +278,55 @@ class Ledger:
         return {"limits": limits, "used": used}
 
 
+# -- usage from peers ------------------------------------------------------------------
+
+
+def clamp_usage(usage: Any) -> dict[str, Any]:
+    """A peer's token counts, each a whole number from 0 to :data:`MAX_TOKENS`.
+
+    ``usage`` is a mapping of count names (``input_tokens``...) to what the peer said.
+    A negative count, NaN, a missing or non-numeric value (a string that is not a
+    number, a list) counts as 0; a fraction is rounded down; a count above MAX_TOKENS
+    (infinity included) counts as MAX_TOKENS. ``estimated`` (whether the provider
+    could only guess) stays a boolean. Anything that is not a mapping is no usage: ``{}``.
+    """
+    if not isinstance(usage, Mapping):
+        return {}
+    clamped: dict[str, Any] = {}
+    for key, value in usage.items():
+        key = str(key)[:64]
+        clamped[key] = value is True if key == "estimated" else _token_count(value)
+    return clamped
+
+
+def with_clamped_usage(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider's hook event with its usage clamped (:func:`clamp_usage`): a
+    ``turn-end``'s ``usage`` and a ``model-response``'s ``response.usage``, where
+    token counts enter an agent run."""
+    event = dict(event)
+    if "usage" in event and event["usage"] is not None:
+        event["usage"] = clamp_usage(event["usage"])
+    response = event.get("response")
+    if isinstance(response, Mapping) and response.get("usage") is not None:
+        event["response"] = {**response, "usage": clamp_usage(response["usage"])}
+    return event
+
+
+def _token_count(value: Any) -> int:
+    if isinstance(value, bool) or value is None:
+        return 0
+    if isinstance(value, int):
+        return min(max(value, 0), MAX_TOKENS)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()[:64])
+        except ValueError:
+            return 0
+    if not isinstance(value, float) or math.isnan(value):
+        return 0
+    return int(min(max(value, 0.0), MAX_TOKENS))
+
+
 # -- checking config values ----------------------------------------------------------
 
 
@@ -316,13 +375,7 @@ def _error(resolved: Resolved, key: str, message: str) -> ConfigError:
         parts.pop()
         prefix = ".".join(parts) + "."
         source = next((s for k, s in resolved.sources.items() if k.startswith(prefix)), None)
-    line = None
-    if source is not None and os.path.isfile(source):
-        from .config import _line_of
+    from .config import _line_in_file
 
-        try:
-            with open(source, encoding="utf-8") as fh:
-                line = _line_of(fh.read(), tuple(key.split(".")))
-        except Exception:  # a line number is a nicety
-            line = None
+    line = _line_in_file(source, tuple(key.split("."))) if source is not None else None
     return ConfigError(message, path=source or "config", line=line)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import ConfigError
+from .host_files import HostFileRefused, read_host_text
 from .skill import Skill
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ __all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_
 
 CONFIG_FILE = "agent-apps.yaml"
 
+#: The largest config file read (``agent-apps.yaml``, ``config.yaml``, ``pyproject.toml``).
+MAX_CONFIG_BYTES = 1024 * 1024
 #: The bundled defaults: the lowest layer of every cascade.
 DEFAULTS: dict[str, Any] = {
     "model": {
@@ -58,6 +61,8 @@ DEFAULTS: dict[str, Any] = {
         # and the MB of sandboxes its agents may hold at once
         "spawn": {"max_agents": 64, "max_depth": 6, "max_memory_mb": 2048},
         "parallel_tool_calls": True,
+        # the most one model reply may stream: text, reasoning and tool input (docs/security.md)
+        "max_output_kb": 1024,
     },
     "middleware": ["$agent"],
     # USD per million tokens, by model id (exact, else the longest matching glob): what
@@ -144,6 +149,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "spawn", "max_memory_mb"): _INT,
     ("model", "priority"): _STR,
     ("model", "parallel_tool_calls"): _BOOL,
+    ("model", "max_output_kb"): _INT,
     ("model", "tool_timeout"): _NUM,
     ("model", "guardrails"): "a list of strings",
     ("prices",): _MAP,  # USD per million tokens, by model id or glob
@@ -191,6 +197,11 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("mcp_servers", "*", "timeout"): _NUM,
     ("mcp_servers", "*", "startup_timeout"): _NUM,
     ("mcp_servers", "*", "mode"): _STR,
+    # what a server may add to a prompt and to the disk (docs/security.md, "What a peer can do")
+    ("mcp_servers", "*", "description_chars"): _INT,
+    ("mcp_servers", "*", "schema_kb"): _INT,
+    ("mcp_servers", "*", "max_tools"): _INT,
+    ("mcp_servers", "*", "log_kb"): _INT,
 }
 
 
@@ -516,10 +527,28 @@ def _by_mtime(cache: dict[Path, tuple[int, Any]], path: Path, load: Callable[[Pa
     return cached[1]
 
 
+def _read_config(path: Path) -> str:
+    """A config file's text, read as the host reads for an agent (:mod:`.host_files`):
+    a file refused there is an error here, not a file skipped, since skipping it would
+    drop its settings (a ``security.policy.deny`` among them)."""
+    try:
+        return read_host_text(path, limit=MAX_CONFIG_BYTES, folder=path.parent)
+    except HostFileRefused as exc:
+        raise ConfigError(
+            f"refused: it {exc.reason}; a config file is a regular file of at most {MAX_CONFIG_BYTES // 1024} KB, "
+            "inside its folder once links are resolved (link the folder instead of the file)",
+            path=str(path),
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read it: {exc.strerror or exc}", path=str(path)) from None
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
-    text = path.read_text(encoding="utf-8")
+    text = _read_config(path)
     deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
     if deep is not None:
         raise ConfigError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=str(path), line=deep)
@@ -552,9 +581,9 @@ def _load_pyproject(path: Path) -> dict[str, Any] | None:
         return kept[0]  # type: ignore[no-any-return]
     import tomllib
 
+    text = _read_config(path)
     try:
-        with path.open("rb") as fh:
-            table = tomllib.load(fh).get("tool", {}).get("agent-apps")
+        table = tomllib.loads(text).get("tool", {}).get("agent-apps")
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"bad TOML: {exc}", path=str(path)) from None
     table = table if isinstance(table, dict) else None
@@ -568,7 +597,7 @@ def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:
     if path is None:
         return None
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_host_text(path, limit=MAX_CONFIG_BYTES, folder=Path(path).parent)
     except (OSError, UnicodeDecodeError):
         return None
     return _toml_line(text, ("tool", "agent-apps", *keys)) if path.endswith(".toml") else _line_of(text, keys)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ._yaml_depth import MAX_YAML_DEPTH, too_deep
 from .errors import SkillLoadError
 from .frontmatter import skill_from_frontmatter
+from .host_files import HostFileRefused, read_host_file
 from .skill import FOLDER_FILES, PROMPT_PARAMS, Skill
 
 if TYPE_CHECKING:
@@ -75,12 +76,13 @@ def load_file(path: Path, *, origin: str, root: str | None = None, cache: ParseC
     parsed: Any = cache.get(where) if cache is not None else None
     if parsed is None:
         try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
-            if len(data) > MAX_FILE_BYTES:
-                raise SkillLoadError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB", path=where)
+            # a link may lead anywhere (skill files are code you run), but not to a FIFO,
+            # a device, a credentials folder or a file over the size limit
+            data = read_host_file(path, limit=MAX_FILE_BYTES, folder=None)
             # a byte-order mark is tolerated; line ends read as in text mode (CRLF, CR: LF)
             text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+        except HostFileRefused as exc:
+            raise SkillLoadError(f"refused: the file {exc.reason}", path=where) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise SkillLoadError(f"cannot read: {exc}", path=where) from None
         try:

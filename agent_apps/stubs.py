@@ -37,6 +37,7 @@ import re
 from typing import Any
 
 from .skill import Skill
+from .terminal import UNSAFE_CHARS
 
 __all__ = ["function_name", "json_doc", "signature", "skill_stub", "stub_and_json_tokens"]
 
@@ -62,6 +63,11 @@ _STRUCTURE = frozenset(
     }
 )
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
+#: What a stub writes as an escape: what Python source cannot hold (NUL, lone
+#: surrogates) and what could steer a terminal (``describe --stub`` prints stubs).
+_SOURCE_UNSAFE = re.compile(f"[{UNSAFE_CHARS}\ud800-\udfff]")
+#: A quote that is followed by another, or ends the text: one that could close a docstring.
+_CLOSING_QUOTE = re.compile(r'"(?="|\Z)')
 _CACHE_KEY = "stub"
 
 
@@ -295,7 +301,7 @@ class _Renderer:
             fields.append((key, kind, _note(sub)))
         if all(_identifier(key) for key in props):
             lines = [f"class {name}(TypedDict{'' if total else ', total=False'}):"]
-            lines += [f"    {key}: {kind}" + (f"  # {note}" if note else "") for key, kind, note in fields]
+            lines += [f"    {key}: {kind}" + (f"  # {_comment(note)}" if note else "") for key, kind, note in fields]
         else:
             items = ", ".join(f"{json.dumps(key)}: {kind}" for key, kind, _ in fields)
             lines = [f"{name} = TypedDict({json.dumps(name)}, {{{items}}}{'' if total else ', total=False'})"]
@@ -389,9 +395,9 @@ def _note(schema: Any) -> str:
     if schema.get("uniqueItems"):
         words.append("unique items")
     if "pattern" in schema:
-        words.append(f"pattern {schema['pattern']}")
+        words.append(f"pattern {_line(schema['pattern'])}")
     if "format" in schema:
-        words.append(f"format {schema['format']}")
+        words.append(f"format {_line(schema['format'])}")
     return "; ".join(words)
 
 
@@ -408,10 +414,27 @@ def _fallback(skill: Skill) -> str:
 
 
 def _docstring(lines: list[str]) -> str:
-    text = "\n".join(f"    {line}" if line else "" for line in "\n".join(lines).replace('"""', '\\"\\"\\"').split("\n"))
-    if "\n" not in text.strip():
-        return f'    """{text.strip()}"""'
-    return f'    """{text.lstrip()}\n    """'
+    """The lines as an indented docstring that is valid Python for any text, and whose
+    value is that text: backslashes doubled, quotes that could close it escaped, and
+    characters that cannot be in source (NUL, lone surrogates) or could steer a
+    terminal written as escapes."""
+    body = "\n".join(lines).replace("\\", "\\\\")
+    body = _SOURCE_UNSAFE.sub(_escape, body)
+    text = "\n".join(f"    {line}" if line else "" for line in body.split("\n")).strip()
+    text = _CLOSING_QUOTE.sub('\\\\"', text)  # no quote that could end the docstring early
+    if "\n" not in text:
+        return f'    """{text}"""'
+    return f'    """{text}\n    """'
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = ord(match.group())
+    return f"\\x{char:02x}" if char < 0x100 else f"\\u{char:04x}"
+
+
+def _comment(text: str) -> str:
+    """``text`` fit for a ``#`` comment: one line, no character source cannot hold."""
+    return _SOURCE_UNSAFE.sub(_escape, _line(text))
 
 
 def _identifier(key: str) -> bool:
@@ -441,8 +464,8 @@ def _literal(value: Any) -> str:
     """``value`` as Python source (strings in double quotes, as in JSON)."""
     if value is None or isinstance(value, bool):
         return repr(value)
-    if isinstance(value, (int, float, str)):
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float, str)):  # JSON's escapes are Python's; it keeps surrogates raw
+        return _SOURCE_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
     if isinstance(value, dict):

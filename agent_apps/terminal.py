@@ -16,10 +16,12 @@ import json
 import re
 from typing import Any
 
-__all__ = ["json_line", "printable", "printable_data"]
+__all__ = ["UNSAFE_CHARS", "json_line", "printable", "printable_data"]
 
-# C0 but \t and \n; DEL and C1; bidi marks, embeddings, overrides and isolates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: The characters that can steer a terminal, as a regex class body: C0 but tab and
+#: newline; DEL and C1; bidi marks, embeddings, overrides and isolates.
+UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
 # The same, for text that json.dumps already wrote (it escapes C0 itself).
 _UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b"}

@@ -44,7 +44,8 @@ async def main(calls: int, runs: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         script = Path(directory) / "script.json"
         script.write_text(json.dumps(turns))
-        cm = ContextManager([directory], cwd=directory, env=False, project=False, user=False, entry_points=False)
+        cm = ContextManager([directory], cwd=directory, home=Path(directory) / "home", env=False, project=False,
+                            user=False, entry_points=False)
         acp = {
             "agent": "agent-acp",
             "command": [sys.executable, str(AGENT), str(script)],

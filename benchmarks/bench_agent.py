@@ -8,6 +8,11 @@ the hook callbacks (trace, events, directives), the invoke callback, the pipelin
 guest -> host skill call per turn in the later rows: plain, wrapped in a middleware
 named by the agent's code (host checks and the onion), and served by an agent in
 middleware mode (whose code runs the call with ``target.manager.next()``).
+
+Each measure is taken in three rounds and printed as the range (lowest-highest median
+of each round), so one noisy round on a loaded machine shows as a wide range rather
+than a wrong figure. The run keeps its home (and so the run store, state.db) in a
+temporary folder: benchmarks never write into the real home.
 """
 
 from __future__ import annotations
@@ -44,33 +49,38 @@ async def per_turn_ms(cm: ContextManager, turns: list[dict], runs: int = 15) -> 
     return statistics.median(samples)
 
 
+async def measures(cm: ContextManager) -> dict[str, float]:
+    n = 20
+    code = [{"code": "x = 1 + 1"} for _ in range(n - 1)] + [{"text": "done"}]
+    call = [{"code": 'await ctx.manager.invoke("noop")'} for _ in range(n - 1)] + [{"text": "done"}]
+    wrapped = [{"code": 'await ctx.manager.invoke("noop", middleware=["pass"])'} for _ in range(n - 1)]
+    served = [{"code": 'await ctx.manager.invoke("noop", middleware=["serve"])'} for _ in range(n - 1)]
+    return {
+        "agent run of 1 text turn (whole run)": await per_turn_ms(cm, [{"text": "hi"}]),
+        "text-only turn (hooks, trace, events)": await per_turn_ms(
+            cm, [{"text": f"turn {i}"} for i in range(n)], runs=5),
+        "turn with one invoke (code in the sandbox)": await per_turn_ms(cm, code),
+        "turn with one invoke calling a skill": await per_turn_ms(cm, call),
+        "- the call with middleware=[...] from the code": await per_turn_ms(cm, [*wrapped, {"text": "done"}]),
+        "- the call served by a middleware-mode agent": await per_turn_ms(cm, [*served, {"text": "done"}], runs=5),
+    }
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "noop.skill.py").write_text(NOOP)
         (root / "pass.skill.py").write_text(PASS)
         (root / "serve.skill.md").write_text(SERVE)
-        cm = ContextManager([root], cwd=root, env=False, project=False, user=False, entry_points=False)
+        cm = ContextManager([root], cwd=root, home=root / "home", env=False, project=False, user=False,
+                            entry_points=False)
         cm.events.subscribe("bench", lambda topic, event: None)
-        n = 20
         await per_turn_ms(cm, [{"text": "warm"}], runs=3)  # build/load the sandbox, fill the pool
-        text_only = await per_turn_ms(cm, [{"text": f"turn {i}"} for i in range(n)], runs=5)
-        code = [{"code": "x = 1 + 1"} for _ in range(n - 1)] + [{"text": "done"}]
-        with_code = await per_turn_ms(cm, code)
-        call = [{"code": 'await ctx.manager.invoke("noop")'} for _ in range(n - 1)] + [{"text": "done"}]
-        with_call = await per_turn_ms(cm, call)
-        wrapped = [{"code": 'await ctx.manager.invoke("noop", middleware=["pass"])'} for _ in range(n - 1)]
-        with_middleware = await per_turn_ms(cm, [*wrapped, {"text": "done"}])
-        served = [{"code": 'await ctx.manager.invoke("noop", middleware=["serve"])'} for _ in range(n - 1)]
-        with_agent_middleware = await per_turn_ms(cm, [*served, {"text": "done"}], runs=5)
-        single = await per_turn_ms(cm, [{"text": "hi"}])
-    print(f"{'measure':<46} {'per turn':>10}")
-    print(f"{'agent run of 1 text turn (whole run)':<46} {single:>8.2f} ms")
-    print(f"{'text-only turn (hooks, trace, events)':<46} {text_only:>8.3f} ms")
-    print(f"{'turn with one invoke (code in the sandbox)':<46} {with_code:>8.3f} ms")
-    print(f"{'turn with one invoke calling a skill':<46} {with_call:>8.3f} ms")
-    print(f"{'- the call with middleware=[...] from the code':<46} {with_middleware:>8.3f} ms")
-    print(f"{'- the call served by a middleware-mode agent':<46} {with_agent_middleware:>8.3f} ms")
+        rounds = [await measures(cm) for _ in range(3)]
+    print(f"{'measure':<46} {'per turn, 3 rounds (range)':>28}")
+    for name in rounds[0]:
+        low, high = min(r[name] for r in rounds), max(r[name] for r in rounds)
+        print(f"{name:<46} {low:>10.3f} - {high:.3f} ms")
 
 
 if __name__ == "__main__":

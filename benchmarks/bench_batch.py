@@ -140,7 +140,10 @@ def main() -> None:
         (f"local: {n} two-turn agent runs, concurrency {local['concurrency']}",
          f"{n / local['seconds']:.0f} runs/s ({local['seconds']:.1f} s), {local['failed']} failed"),
         ("local: peak RSS", f"{local['rss']:.0f} MB"),
-        (f"ray ({args.cpus} CPUs): cluster start / workers start", f"{on_ray['cluster']:.1f} s / {on_ray['start']:.1f} s"),
+        (
+            f"ray ({args.cpus} CPUs): cluster start / workers start",
+            f"{on_ray['cluster']:.1f} s / {on_ray['start']:.1f} s",
+        ),
         (f"ray: {n} two-turn agent runs, concurrency {on_ray['concurrency']}, {on_ray['workers']} workers",
          f"{n / on_ray['seconds']:.0f} runs/s ({on_ray['seconds']:.1f} s), {on_ray['failed']} failed"),
         ("ray: peak RSS, driver / each worker",

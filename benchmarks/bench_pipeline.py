@@ -51,7 +51,8 @@ async def main(ctx, args):
 
 
 def hermetic(path: Path) -> ContextManager:
-    return ContextManager([path], cwd=path, env=False, project=False, user=False, entry_points=False, bundled=False)
+    return ContextManager([path], cwd=path, home=path / "home", env=False, project=False, user=False,
+                          entry_points=False, bundled=False)
 
 
 async def per_call_us(fn, n: int) -> float:

@@ -64,16 +64,19 @@ async def main() -> None:
     n = 10
     with tempfile.TemporaryDirectory() as tmp, FakeBedrock(model_ids=[MODEL]) as fake:
         root = Path(tmp)
-        cm = ContextManager([root], cwd=root, env=False, project=False, user=False, entry_points=False)
+        cm = ContextManager([root], cwd=root, home=root / "home", env=False, project=False, user=False,
+                            entry_points=False)
         strands = {"agent": "agent-strands", "model_id": MODEL, "endpoint_url": fake.endpoint_url}
         scripted = {"agent": "agent-scripted", "script": turns(n)}
         await per_turn_ms(cm, scripted, n, 2, None)  # warm the sandbox pool
         await per_turn_ms(cm, strands, n, 2, fake)  # import Strands once
         base = await per_turn_ms(cm, scripted, n, 7, None)
         real = await per_turn_ms(cm, strands, n, 7, fake)
-    cold = subprocess.run(
-        [sys.executable, "-c", COLD], env={**os.environ}, capture_output=True, text=True, check=True
-    ).stdout.split()[-1]
+    with tempfile.TemporaryDirectory() as home:  # the fresh process keeps its home out of the real one
+        cold = subprocess.run(
+            [sys.executable, "-c", COLD], env={**os.environ, "AGENT_APPS_HOME": home}, capture_output=True,
+            text=True, check=True,
+        ).stdout.split()[-1]
     print(f"{'measure':<52} {'value':>10}")
     print(f"{'turn with one invoke, agent-scripted (baseline)':<52} {base:>7.2f} ms")
     print(f"{'turn with one invoke, agent-strands + fake Bedrock':<52} {real:>7.2f} ms")

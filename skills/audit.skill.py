@@ -30,6 +30,8 @@ import re
 import sys
 import time
 
+from agent_apps.host_files import private_folder
+
 frontmatter = {
     "description": "Middleware: append one JSON line per invocation (skill, args, duration, ok or error, "
     "caller and agent run) to an audit log.",
@@ -109,7 +111,7 @@ def _write(ctx, args, record):
         sys.stderr.write(line)
         sys.stderr.flush()
         return
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    private_folder(os.path.dirname(target))
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, line.encode())

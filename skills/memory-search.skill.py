@@ -46,6 +46,7 @@ async def main(ctx, args):
     from agent_apps.agent.workspace import MEMORY_FILES
     from agent_apps.context import agent_scope
     from agent_apps.errors import ArgsInvalid
+    from agent_apps.tools import path_policy
 
     scope = agent_scope(ctx)
     if scope is not None:  # agent code: its own agent's workspace, nothing else
@@ -59,5 +60,7 @@ async def main(ctx, args):
     cm = ctx.manager.context_manager
     folder = cm.cwd / Path(workspace).expanduser()
     store = cm.state
-    hits = await store.call(store.memory.search, [folder / name for name in MEMORY_FILES], args["query"], k=args["k"])
+    files = [folder / name for name in MEMORY_FILES]
+    denied = path_policy(ctx).denied_for_files_of(folder)
+    hits = await store.call(store.memory.search, files, args["query"], k=args["k"], denied=denied)
     return [{**hit, "file": Path(hit["file"]).name} for hit in hits]  # the file's name in the workspace

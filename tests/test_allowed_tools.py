@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agent_apps import ToolNotAllowed
-from agent_apps.allowed_tools import parse_specs
+from agent_apps.allowed_tools import check_call, parse_specs
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +145,73 @@ async def test_skill_describe_refuses_what_the_caller_cannot_see(write_skill, co
     assert data["name"] == "doc-read" and "path" not in data
     with pytest.raises(Exception, match="no skill named 'shell'"):
         await context_manager.invoke("caller", {"ref": "skill-describe", "args": {"name": "shell"}})
+
+
+# -- constraint values of every kind: a list, a string of words, a number, nothing -------
+
+OPEN_LEAF = "frontmatter = {'params': {'type': 'object'}}\nasync def main(ctx, args):\n    return 'ran'\n"
+OPEN_CALLER = """
+frontmatter = {"allowed-tools": %r, "params": {"type": "object"}}
+async def main(ctx, args):
+    return await ctx.manager.invoke("leaf", args)
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "args", "ok"),
+    [
+        # a list: every item must match, whichever item is the odd one out
+        ("leaf(paths=docs/*)", {"paths": ["docs/a", "docs/b"]}, True),
+        ("leaf(paths=docs/*)", {"paths": ["docs/a", "etc/passwd"]}, False),
+        ("leaf(paths=docs/*)", {"paths": ["etc/passwd", "docs/a"]}, False),
+        ("leaf(paths=docs/*)", {"paths": ["docs/a", "docs/../.env"]}, False),
+        ("leaf(paths=docs/*)", {"paths": [["docs/a"], ["etc/passwd"]]}, False),
+        ("leaf(paths=docs/*)", {"paths": ["docs/a etc/passwd"]}, False),  # an item's words, one by one
+        ("leaf(paths=docs/*)", {"paths": []}, False),  # nothing to match grants nothing
+        # a string: each word must match; no words grant nothing
+        ("leaf(tools=doc-*)", {"tools": "doc-read  doc-write"}, True),
+        ("leaf(tools=doc-*)", {"tools": "shell doc-read"}, False),
+        ("leaf(tools=doc-*)", {"tools": ""}, False),
+        ("leaf(tools=doc-*)", {"tools": " \t"}, False),
+        # a glob with whitespace matches the whole string, and each item of a list
+        ('leaf(command="git *")', {"command": "git log -n 3"}, True),
+        ('leaf(command="git *")', {"command": "rm -rf git"}, False),
+        ('leaf(command="git *")', {"command": ["git log", "git status"]}, True),
+        ('leaf(command="git *")', {"command": ["git log", "rm -rf /"]}, False),
+        ('leaf(tools="doc-read doc-write")', {"tools": "doc-read"}, False),
+        # other JSON values match as their JSON text
+        ("leaf(n=1?)", {"n": 12}, True),
+        ("leaf(n=1?)", {"n": 2}, False),
+        ("leaf(flag=true)", {"flag": True}, True),
+        ("leaf(flag=true)", {"flag": False}, False),
+        ("leaf(n=1?)", {"n": None}, False),
+        # every constraint of a spec holds, and any spec naming the callee may allow it
+        ("leaf(a=x*, b=y*)", {"a": "x1", "b": "y1"}, True),
+        ("leaf(a=x*, b=y*)", {"a": "no", "b": "y1"}, False),
+        ("leaf(a=x*, b=y*)", {"a": "x1", "b": "no"}, False),
+        ("leaf(a=x*) leaf(a=y*)", {"a": "y1"}, True),
+        ("leaf(a=x*) leaf(a=y*)", {"a": "z1"}, False),
+        ("leaf(a=x*) leaf", {"a": "z1"}, True),
+    ],
+)
+async def test_constraints_hold_for_values_of_every_kind(context_manager, write_skill, spec, args, ok):
+    write_skill("leaf", OPEN_LEAF)
+    write_skill("caller", OPEN_CALLER % spec)
+    if ok:
+        assert await context_manager.invoke("caller", args) == "ran"
+    else:
+        with pytest.raises(ToolNotAllowed) as info:
+            await context_manager.invoke("caller", args)
+        assert info.value.callee == "leaf" and f"(spec '{spec.split()[0]}" in str(info.value)
+
+
+
+def test_a_malformed_allowed_tools_refuses_every_call_naming_the_spec(context_manager, write_skill, leaves):
+    """Frontmatter refuses a malformed allowed-tools at load; a skill built another way
+    (a derived agent, a registered alias) still may call nothing, and says why."""
+    caller(write_skill, "doc-read")
+    loaded = context_manager.get("caller")
+    broken = dataclasses.replace(loaded, allowed_tools="doc-read agent(allowed_tools=x")
+    with pytest.raises(ToolNotAllowed, match=r"caller may not call doc-read: .*missing '\)'") as info:
+        check_call(broken, context_manager.get("doc-read"), {})
+    assert info.value.spec == "doc-read agent(allowed_tools=x"

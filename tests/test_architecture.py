@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent_apps"
 FLOORS = {
     # the ground: no imports of our own, or only of each other
     "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
-    "_simple_schema": 0, "_yaml_depth": 0, "terminal": 0, "tracing": 0, "progress": 0,
+    "_simple_schema": 0, "_yaml_depth": 0, "host_files": 0, "terminal": 0, "tracing": 0, "progress": 0,
     # when a schedule is due (the store computes next due times with it)
     "timing": 1,
     # what a skill is, where an invocation sits in its run, the parse cache, attachments
@@ -37,7 +37,7 @@ FLOORS = {
     "tools": 8,
     "agent": 9, "scheduling": 9, "mcp": 9,
     "testing": 10, "batch": 10,
-    "cli": 11, "__main__": 12,
+    "cli": 11, "console": 11, "__main__": 12,
 }
 
 #: Imports that run up a floor today, each with why it stays for now (docs/architecture.md counts them).

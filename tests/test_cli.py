@@ -201,7 +201,10 @@ def _run(*argv, cwd, **kw):
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kw)
 
 
-HEAVY = ("boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool", "argcomplete")
+HEAVY = (
+    "boto3", "botocore", "strands", "mcp", "wasmtime", "jsonschema", "ray", "psycopg", "psycopg_pool", "argcomplete",
+    "starlette", "uvicorn", "agent_apps.console",
+)  # fmt: skip
 
 
 def test_import_and_list_do_not_import_heavy_modules(tmp_path, skills_path, write_skill):

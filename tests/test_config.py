@@ -63,8 +63,8 @@ def test_pyproject_is_read_once_per_change(tmp_path, monkeypatch):
     pyproject = project / "pyproject.toml"
     pyproject.write_text('[tool.agent-apps.model]\nmodel_id = "first"\n')
     reads = []
-    load = tomllib.load
-    monkeypatch.setattr(tomllib, "load", lambda fh: reads.append(fh.name) or load(fh))
+    load = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: reads.append(text) or load(text))
     cm = make(tmp_path, tmp_path / "none")
     assert [cm.config_for(None).values["model"]["model_id"] for _ in range(3)] == ["first"] * 3
     assert len(reads) == 1

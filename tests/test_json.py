@@ -1,8 +1,14 @@
-"""The bounded JSON parser for untrusted text (``agent_apps._json``)."""
+"""The bounded JSON parser for untrusted text (``agent_apps._json``), and the same bound on
+every value that crosses the pipeline (args and results, whoever sends them)."""
 
 import pytest
 
-from agent_apps._json import MAX_DEPTH, loads
+from agent_apps import ArgsInvalid, ResultInvalid
+from agent_apps._json import loads
+
+#: docs/security.md and docs/sandbox.md: JSON from agent code nests at most 128 levels.
+#: A literal on purpose: a limit raised in the code fails these tests.
+LIMIT = 128
 
 
 def nested(depth: int) -> str:
@@ -10,11 +16,39 @@ def nested(depth: int) -> str:
 
 
 def test_depth_up_to_the_limit_is_accepted_and_one_more_is_refused():
-    assert loads(nested(MAX_DEPTH)) is not None
-    with pytest.raises(ValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
-        loads(nested(MAX_DEPTH + 1))
+    assert loads(nested(LIMIT)) is not None
+    assert loads('{"a": ' + nested(LIMIT - 1) + "}") is not None
+    for text in (nested(LIMIT + 1), '{"a": ' + nested(LIMIT) + "}"):
+        with pytest.raises(ValueError, match=f"nested deeper than {LIMIT} levels"):
+            loads(text)
     with pytest.raises(ValueError, match="nested deeper than 3 levels"):
         loads('{"a": [[{"b": 1}]]}', max_depth=3)
+    assert loads('{"a": [[1]]}', max_depth=3) == {"a": [[1]]}
+
+
+def test_a_wide_value_is_as_deep_as_its_deepest_branch():
+    text = "[" + ", ".join([nested(LIMIT - 2)] * 50 + [nested(LIMIT - 1)]) + "]"
+    assert len(loads(text)) == 51
+    with pytest.raises(ValueError, match="nested deeper"):
+        loads("[" + ", ".join([nested(LIMIT - 1)] * 50 + [nested(LIMIT)]) + "]")
+
+
+@pytest.mark.anyio
+async def test_args_and_results_of_every_call_are_held_to_the_limit(context_manager, write_skill):
+    """The args object counts as a level, and the result's outermost container too."""
+    import json
+
+    write_skill(
+        "deep",
+        "import json\nfrontmatter = {'params': {'type': 'object'}}\n"
+        "async def main(ctx, args):\n    n = args.get('n', 1)\n    return json.loads('[' * n + ']' * n)\n",
+    )
+    assert await context_manager.invoke("deep", {"n": LIMIT}) is not None
+    with pytest.raises(ResultInvalid, match=f"nested deeper than {LIMIT} levels"):
+        await context_manager.invoke("deep", {"n": LIMIT + 1})
+    assert await context_manager.invoke("deep", {"d": json.loads(nested(LIMIT - 1))}) is not None
+    with pytest.raises(ArgsInvalid, match=f"nested deeper than {LIMIT} levels"):
+        await context_manager.invoke("deep", {"d": json.loads(nested(LIMIT))})
 
 
 def test_brackets_inside_strings_do_not_count_as_depth():
@@ -24,7 +58,7 @@ def test_brackets_inside_strings_do_not_count_as_depth():
 
 def test_bytes_are_checked_too():
     with pytest.raises(ValueError, match="nested deeper"):
-        loads(nested(MAX_DEPTH + 1).encode())  # type: ignore[arg-type]
+        loads(nested(LIMIT + 1).encode())  # type: ignore[arg-type]
     assert loads(b"[1]") == [1]  # type: ignore[arg-type]
 
 

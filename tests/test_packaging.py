@@ -49,6 +49,8 @@ def test_wheel_contains_bundled_skills(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "agent_apps/_bundled/skills/skill-list.skill.py" in names
     assert "agent_apps/py.typed" in names
+    for asset in ("console.css", "console.js", "icon.svg"):  # the console's own, served from the package
+        assert f"agent_apps/console/assets/{asset}" in names
 
 
 def test_installed_wheel_finds_bundled_skills_and_a_skill_package_shadows_one(venv, tmp_path):

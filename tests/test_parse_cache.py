@@ -146,8 +146,8 @@ def test_a_projects_pyproject_table_is_kept_too(root, tmp_path, monkeypatch):
     from agent_apps import ContextManager
 
     loads: list[str] = []
-    load = tomllib.load
-    monkeypatch.setattr(tomllib, "load", lambda fh: loads.append(fh.name) or load(fh))
+    load = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: loads.append(text) or load(text))
     project = tmp_path / "project"
     project.mkdir()
     pyproject = project / "pyproject.toml"

@@ -10,6 +10,7 @@ its control characters escaped.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,100 @@ def test_error_messages_reach_the_terminal_escaped(write_skill, tmp_path, skills
         )
         assert out.returncode == code, out.stderr
         assert "\x1b" not in out.stderr + out.stdout
+
+
+#: Writes a file with args full of terminal controls (unattended, file-write asks), after
+#: saying and printing them too: the approval line, approve, runs and sessions show them.
+PENDING_AGENT = """
+---
+description: Asks to write hostile text.
+metadata:
+  model:
+    agent: agent-scripted
+    script:
+      - text: "I will write \\x9b2J\\u202eevil\\x85 now \\x1b]52;c;bW9kZWw=\\x07"
+        code: |
+          print("\\x1b[2J printed \\u202e")
+          evil = '\\x9b2J\\u202eevil\\x85\\x1b]52;c;eA==\\x07'
+          await ctx.manager.invoke('file-write', {'path': 'out.txt', 'content': evil})
+      - text: "done \\x1b[8mhidden"
+---
+Go.
+"""
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\x85", "\r")
+
+
+def test_pending_calls_runs_and_sessions_reach_the_terminal_escaped(skills_path, tmp_path):
+    (skills_path / "pending.skill.md").write_text(PENDING_AGENT.lstrip())
+    (tmp_path / "agent-apps.yaml").write_text(
+        json.dumps({"security": {"mode": "unattended", "policy": {"unattended": {"ask": ["file-write"]}}}})
+    )
+    env = {**os.environ, "AGENT_APPS_HOME": str(tmp_path / "home")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent_apps", *args], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path, env=env)
+
+    first = cli("invoke", "pending", "--path", str(skills_path), "--session", "s1")
+    assert first.returncode == 3, first.stderr
+    (line,) = [ln for ln in first.stderr.splitlines() if ln.startswith("agent-apps: run ")]
+    assert "\\x9b2J\\u202eevil\\x85" in line  # the exit-3 line names the call, escaped
+    run_id = line.split("run ", 1)[1].split()[0]
+    shown = [first]
+    shown.append(cli("approve", run_id))
+    assert shown[-1].returncode == 0 and "approved file-write" in shown[-1].stdout
+    assert "\\x9b2J\\u202eevil\\x85" in shown[-1].stdout
+    resumed = cli("resume", run_id)
+    assert resumed.returncode == 0 and not any(ch in resumed.stderr for ch in RAW_CONTROLS), resumed.stderr
+    assert resumed.stdout == "done \x1b[8mhidden\n"  # a string result into a pipe is exact (a terminal escapes it)
+    for args in (("runs", "show", run_id), ("runs", "show", run_id, "--json"), ("runs", "list", "--json"),
+                 ("runs", "export", run_id), ("sessions", "show", "s1"), ("sessions", "show", "s1", "--json"),
+                 ("sessions", "export", "s1")):
+        shown.append(cli(*args))
+        assert shown[-1].returncode == 0, (args, shown[-1].stderr)
+    for done in shown:
+        text = done.stdout + done.stderr
+        assert not any(ch in text for ch in RAW_CONTROLS), (done.args, text)
+    assert "I will write \\x9b2J\\u202eevil" in shown[6].stdout and "done \\x1b[8mhidden" in shown[6].stdout
+    session = json.loads(shown[7].stdout)  # --json: the same values, with JSON escapes
+    assert any("\u202eevil" in (m.get("text") or "") for m in session["messages"])
+    report = json.loads(shown[3].stdout)["agents"][-1]["report"]
+    assert report["result"] == "done \x1b[8mhidden"
+
+
+def test_batch_events_reach_the_terminal_escaped(write_skill, skills_path, tmp_path):
+    write_skill("fail", "frontmatter = {}\nasync def main(ctx, args):\n    raise ValueError('\\u202e\\x9b2J')\n")
+    (tmp_path / "in.jsonl").write_text("{}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_apps", "batch", "fail", "--input", "in.jsonl", "--output", "out.jsonl",
+         "--events", "--path", str(skills_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert done.returncode == 1 and not any(ch in done.stderr for ch in RAW_CONTROLS), done.stderr
+    (result,) = [json.loads(ln) for ln in done.stderr.splitlines() if '"batch-result"' in ln]
+    assert "\u202e\x9b2J" in result["error"]["message"]
+
+
+def test_the_terminal_approval_prompt_shows_the_call_escaped():
+    import io
+
+    from agent_apps.tools.approval import ApprovalRequest, TerminalApprover
+
+    request = ApprovalRequest("shell", {"command": "ls \x1b]52;c;eA==\x07\u202e\x9b2J"}, "write", "interactive", "r")
+    shown = io.StringIO()
+    assert TerminalApprover(stdin=io.StringIO("n\n"), stderr=shown)._prompt(request) is False
+    assert not any(ch in shown.getvalue() for ch in RAW_CONTROLS) and "\\u202e\\x9b2J" in shown.getvalue()
+
+
+def test_scheduler_log_lines_reach_the_terminal_escaped():
+    import logging
+
+    from agent_apps.cli.scheduler import _Formatter
+
+    record = logging.LogRecord(
+        "agent_apps.scheduler", logging.WARNING, __file__, 1, "run failed: %s", ("\x1b[2J\u202e",), None
+    )
+    line = _Formatter("%(asctime)s %(message)s").format(record)
+    assert line.endswith("warning: run failed: \\x1b[2J\\u202e") and "\x1b" not in line
 
 
 def test_cli_escapes_string_results_on_a_terminal_only(capsys):

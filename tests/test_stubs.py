@@ -159,3 +159,72 @@ def test_skill_describe_gives_agents_the_stub(tmp_path):
                         entry_points=False)
     data = cm.invoke_sync("skill-describe", {"name": "file-list"})
     assert data["stub"].startswith("class FileListResultEntry(TypedDict, total=False):")
+
+
+# -- any text in a schema gives a stub that is valid Python ------------------------------------
+
+#: Text that broke stubs or could: quotes that close a docstring, escapes Python refuses
+#: (\x, \N, \u), NUL, lone surrogates, line ends a comment does not survive, controls.
+TRICKY = [
+    '"', 'ends in "', '""', '"""', '""""', 'a """ b', "\\", "ends in \\", "\\x", "\\xZZ", "\\N{nope}", "\\u12",
+    "\\U1", '\\"', '\\"""', "\x00", "nul\x00inside", "\ud800", "lone \udfff surrogate", "\r", "a\rb", "a\r\nb",
+    "line\nbreak", "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", "\x1b[2J\x1b]52;c;eA==\x07", "\x9b2J", "\u202eevil",
+    "'''", "# not a comment", "\t tab", "'", "{}", "{0}", "%s", "é 中文 🙂", "",
+]
+ALPHABET = ['"', "'", "\\", "x", "N", "u", "{", "}", "\n", "\r", "\x00", "\ud800", "\x1b", "\x85", "\u202e", " ", "a",
+            "#", "\t", "\u2028", "é"]
+
+
+def random_texts(count: int, seed: int = 27) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 12))) for _ in range(count)]
+
+
+def every_place(text: str) -> Skill:
+    """A skill with ``text`` everywhere a stub shows schema text."""
+    field = {"type": "string", "description": text, "pattern": text, "format": text, "default": text}
+    params = obj({"a": field, "b": {"enum": [text, "x"]}, "c": {"const": text},
+                  "nested": obj({"inner": {"type": "string", "description": text, "pattern": text}}, ["inner"])})
+    returns = {"type": "object", "description": text, "properties": {"r": {"type": "string", "description": text}}}
+    return Skill("tricky", text, params=params, metadata={"returns": returns})
+
+
+def docstring_of(stub_text: str) -> str:
+    tree = ast.parse(stub_text)
+    (function,) = [node for node in tree.body if isinstance(node, ast.AsyncFunctionDef)]
+    value = function.body[0].value  # type: ignore[attr-defined]
+    return value.value
+
+
+@pytest.mark.parametrize("text", TRICKY + random_texts(400))
+def test_any_text_in_a_schema_gives_a_stub_that_compiles_and_says_that_text(text):
+    stub_text = skill_stub(every_place(text))
+    compile(stub_text, "<stub>", "exec")  # valid Python: parses and encodes
+    assert not any(ch in stub_text for ch in "\x00\x1b\x9b\u202e\x85"), repr(stub_text)
+    if "\n" not in text and text.strip() == text and "\r" not in text:
+        # the docstring's first line is the description itself, not a mangled copy
+        assert docstring_of(stub_text).split("\n")[0] == (text or "(no description)")
+
+
+@pytest.mark.parametrize("text", TRICKY + random_texts(100, seed=9))
+def test_any_text_gives_a_valid_fallback_stub(text):
+    skill = Skill("tricky", text, params={"type": "object", "not": {"description": text}})  # no Python form
+    stub_text = skill_stub(skill)
+    assert "args (JSON Schema)" in stub_text
+    compile(stub_text, "<stub>", "exec")
+
+
+def test_describe_stub_of_a_hostile_description_is_valid_python(tmp_path, capsys, monkeypatch):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    description = 'Says "hi" \\x and ends in a quote"'
+    (skills / "quote.skill.py").write_text(
+        f"frontmatter = {{'description': {description!r}}}\nasync def main(ctx, args):\n    return 1\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["describe", "quote", "--stub", "--path", str(skills)]) == 0
+    printed = capsys.readouterr().out
+    compile(printed, "<stub>", "exec")
+    assert docstring_of(printed) == description

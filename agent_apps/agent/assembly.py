@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError
+from ..tools import path_policy
 from .guidance import loaded_section
 from .layers import Composed
 from .prompt import LOADED, MEMORY, prompt_layers
@@ -97,7 +98,9 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
     warnings: list[str] = []
     memory: list[dict[str, Any]] = []
     if settings.workspace is not None:
-        files = read_whole_files(settings.workspace, max_chars=int(options.get("file_chars", FILE_CHARS)))
+        denied = path_policy(run.ctx).denied_for_files_of(settings.workspace)
+        max_chars = int(options.get("file_chars", FILE_CHARS))
+        files = read_whole_files(settings.workspace, max_chars=max_chars, denied=denied)
         warnings += files.warnings
         for whole in files.files:
             registry.add(whole.name, whole.text, priority=whole.priority)

@@ -13,11 +13,16 @@ that is not JSON is taken whole as the summary, with no facts.
 from __future__ import annotations
 
 import datetime
-import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _json
+from ..host_files import check_host_file, open_regular
+from ..state.memory import MAX_MEMORY_BYTES
 from ..state.window import Summary
+from ..tools import path_policy
 from .prompt import INVOKE_TOOL
 
 if TYPE_CHECKING:
@@ -104,8 +109,8 @@ def parse(text: Any) -> Summary:
     body = text.strip()
     start, end = body.find("{"), body.rfind("}")
     if start != -1 and end > start:
-        try:
-            data = json.loads(body[start : end + 1])
+        try:  # the model's text: bounded (a reply nested 100,000 deep is text, not a crash)
+            data = _json.loads(body[start : end + 1])
         except ValueError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("summary"), str) and data["summary"].strip():
@@ -135,17 +140,33 @@ def transcript(messages: list[Message], previous: str | None, *, max_chars: int)
     return f"{head}The conversation to summarize:\n\n{body}"
 
 
-def flush_facts(workspace: str | Path, facts: list[str], *, today: datetime.date | None = None) -> Path:
-    """Append ``facts`` to the workspace's ``MEMORY.md`` under a dated heading."""
+def flush_facts(
+    workspace: str | Path, facts: list[str], *, today: datetime.date | None = None, denied: Sequence[str] = ()
+) -> Path:
+    """Append ``facts`` to the workspace's ``MEMORY.md`` under a dated heading.
+
+    The file is held to what memory retrieval reads (:mod:`agent_apps.host_files`): a
+    ``MEMORY.md`` that leads out of the workspace, lies in a denied path (``denied``:
+    the path policy's, besides the built-in ones) or is not a regular file is refused
+    with :class:`~agent_apps.host_files.HostFileRefused`, and nothing is written."""
     folder = Path(workspace).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(f"model.workspace {str(folder)!r} is not a folder")
     path = folder / "MEMORY.md"
+    try:
+        target = check_host_file(path, folder=folder, denied=denied, limit=MAX_MEMORY_BYTES)
+    except FileNotFoundError:  # made below (never through a link: the open follows none)
+        target = str(path)
     day = (today or datetime.date.today()).isoformat()
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(f"{lead}## Auto-captured -- {day}\n\n" + "".join(f"- {fact}\n" for fact in facts))
+    fd = open_regular(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, 2, max(size - 2, 0))
+        lead = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
+        text = f"{lead}## Auto-captured -- {day}\n\n" + "".join(f"- {fact}\n" for fact in facts)
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
     return path
 
 
@@ -170,11 +191,17 @@ async def prompt_window(
         raise ConfigError(f"model.context_window must be a positive number of tokens, not {window_size!r}")
     budget = Budget(window_size, estimate_text(system), options["reserve"], options["threshold"], options["keep"])
     workspace = config.get("workspace")
+    denied = path_policy(ctx).denied_for_files_of(workspace) if workspace else ()
     flushed: list[str] = []
+    refused: list[str] = []
 
     def on_facts(facts: list[str]) -> None:
-        if workspace:
-            flushed.append(str(flush_facts(workspace, facts)))
+        if not workspace:
+            return
+        try:
+            flushed.append(str(flush_facts(workspace, facts, denied=denied)))
+        except OSError as exc:  # a refused or unwritable MEMORY.md: the facts are in the report
+            refused.append(f"{exc}; the facts were not written to it")
 
     window = PromptWindow(
         history_provider(config.get("history"), ctx.manager.context_manager.state),
@@ -192,4 +219,6 @@ async def prompt_window(
     report = done.describe(options["strategy"])
     if flushed:
         report["memory_file"] = flushed[0]
+    if refused:
+        report["memory_file_refused"] = refused[0]
     return messages, report

@@ -57,16 +57,15 @@ class HostCalls:
         the pipeline checks it and any ``middleware`` it names; ``next=True`` (the
         sandbox checked that it comes alone) advances the call this agent serves."""
         run = self.run
+        assert run.recorder is not None  # made before the sandbox that calls this
         mark_admitted()  # agents started below this run (which holds a sandbox) never wait for one
-        if run.recorder is not None:
-            run.recorder.called(name)
         if run.state.halted is not None:
             raise run.state.halted
         task = asyncio.current_task()
         if task is not None:
             self._in_flight.add(task)
         try:
-            return await self._journaled(name, args, options)
+            return await run.recorder.host_call(name, args, self._journaled(name, args, options))
         finally:
             self._in_flight.discard(task)  # type: ignore[arg-type]
 

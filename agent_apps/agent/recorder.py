@@ -1,47 +1,73 @@
 """What an agent run leaves behind: its session's messages and its report.
 
 The agent policy already hears every step of a run through the hook events; the
-:class:`Recorder` turns them into
+:class:`Recorder` holds the run's session (one run of a session at a time, see
+:meth:`Recorder.start`) and turns the events into
 
 * the **messages** of the session, in the neutral format
   (:mod:`agent_apps.state.messages`), appended in one transaction as each turn ends
   (the user's message with the first turn, a hook's "continue" message with the next),
   so no provider needs to know about storage, and a crash loses at most the turn in
   flight;
-* the **report** (steps with model latency, usage and finish reason, and the model's
-  reasoning with a short summary; tool calls with the skills their code called, args,
-  result size, latency and error; the attachments; totals), written after every turn
-  and when the run ends.
+* the **report**, written after every turn and when the run ends: the user message's
+  attachments (without their bytes); per turn the model's text and reasoning (with a
+  short summary), its timings, usage, cost and finish reason, and its tool calls
+  (the code of each invoke call, the result the model read, latency) with the host
+  calls their code made (skill, args, result or error, latency); and the totals. An
+  agent started by agent code names the host call that started it (``parent_call``);
+* the **turn in flight**, written for watchers (the console) as it changes, at most
+  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
 
 The user's message carries the run's attachments (``media``), and each assistant
 message the reasoning its turn reported (``reasoning``), as seed 004 keeps thoughts
 with the assistant's message.
 
-Retention (``model.retention``) decides what is kept once the run ends: ``permanent``
-everything; ``run`` the messages and memory while the run lasts, removed when it ends;
-``none`` no message content at all. Reports of runs that are not ``permanent`` keep no
-content either (no user message, result, code, tool output, reasoning or attachment
-names): only ids, statuses, counts, sizes, timings and usage.
+Content is bounded (:mod:`agent_apps.agent.content`). Retention (``model.retention``)
+decides what is kept once the run ends: ``permanent`` everything; ``run`` the messages
+and memory while the run lasts, removed when it ends; ``none`` no message content at
+all. Reports of runs that are not ``permanent`` keep no content either (no user
+message, text, reasoning, attachment names, code, args, result or error message), while they run or
+after: only ids, statuses, counts, sizes, timings, usage and cost.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..attachments import describe
+from ..errors import AgentAppsError, ApprovalPending, BudgetExceeded, Cancelled
 from ..state.messages import Message, estimate_text, reasoning_summary
+from .content import TEXT_LIMIT, ContentBudget, dumps, json_size
 
 if TYPE_CHECKING:
+    from ..budget import Price
     from ..run_record import RunRecord
     from ..state import StateStore
     from .durable import AgentJournal
 
-__all__ = ["RETENTIONS", "Recorder"]
+__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
 
+T = TypeVar("T")
 RETENTIONS = ("none", "run", "permanent")
+#: Seconds between two writes of the turn in flight (the first change after a quiet
+#: spell is written at once): a watcher sees a change at most this much later, plus
+#: its own polling interval.
+LIVE_INTERVAL = 0.05
+#: Host calls listed per tool call; past it they are counted (``host_calls_cut``).
+MAX_HOST_CALLS = 200
 _UNSET: Any = object()
+#: The host call being made in this task: ``(agent id, call id)``. An agent that the
+#: call starts reads it to name the call that started it.
+_HOST_CALL: contextvars.ContextVar[tuple[str | None, str] | None] = contextvars.ContextVar(
+    "agent_apps_host_call", default=None
+)
+_log = logging.getLogger("agent_apps.agent")
 
 
 class Recorder:
@@ -59,6 +85,7 @@ class Recorder:
         user_message: str,
         attachments: Sequence[dict[str, Any]] = (),
         journal: AgentJournal | None = None,
+        price: Price | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -68,6 +95,9 @@ class Recorder:
         self.retention = retention
         self.keeps_content = retention == "permanent"
         self.writes_messages = self.session is not None and retention != "none"
+        #: the model's price (USD per million tokens): each turn's cost, when known
+        self.price = price
+        self.content = ContentBudget()
         self.started = time.time()
         self._clock = time.perf_counter()
         self.report: dict[str, Any] = {
@@ -86,8 +116,11 @@ class Recorder:
             "status": "running",
             "started_at": self.started,
         }
+        caller = _HOST_CALL.get()
+        if caller is not None and record.parent is not None and caller[0] == record.parent:
+            self.report["parent_call"] = caller[1]
         if self.keeps_content:
-            self.report["user_message"] = user_message
+            self.content.text(self.report, "user_message", user_message)
         if attachments:
             described = describe(attachments)
             self.report["attachments"] = (
@@ -108,20 +141,53 @@ class Recorder:
         self._open: dict[str, dict[str, Any]] = {}
         self._memory_seen: Any = _UNSET
         self._memory_at_start: dict[str, Any] | None = None
+        self._holding: contextlib.AsyncExitStack | None = None  # the session, while this run holds it
         self.system_tokens = 0
+        self._live_timer: asyncio.TimerHandle | None = None
+        self._live_write: asyncio.Task[None] | None = None
+        self._live_at = 0.0
 
     # -- start -------------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any] | None:
-        """Record the run's start; returns the memory the session's last run left."""
+        """Record the run's start; returns the memory the session's last run left.
+
+        A run in a session first waits until no other run of the session is in progress
+        (:meth:`StateStore.session_lock <agent_apps.state.StateStore.session_lock>`), so
+        the session's history never interleaves two runs; it holds the session until
+        :meth:`finish`. The wait ends with the run's cancellation (status ``cancelled``)
+        or its deadline (``budget``), as the run would."""
         store, record = self.store, self.record
-
-        def begin() -> dict[str, Any] | None:
-            store.runs.start_agent(record, name=self.report["name"])
-            return store.sessions.begin(self.session) if self.session is not None else None
-
-        memory = self._memory_at_start = await store.call(begin)
+        await store.call(store.runs.start_agent, record, name=self.report["name"])
+        if self.session is None:
+            return None
+        try:
+            await self._hold_session(self.session)
+        except BaseException as exc:
+            stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
+            status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
+            await asyncio.shield(self.finish(status, error=error_of(exc, record.signal)))
+            raise
+        memory = self._memory_at_start = await store.call(store.sessions.begin, self.session)
         return memory  # retention decides what a run leaves, not what it may read
+
+    async def _hold_session(self, session: str) -> None:
+        """Wait for the session's turn (see :meth:`start`); it is held until :meth:`finish`."""
+        record = self.record
+        holding = contextlib.AsyncExitStack()
+        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id))
+        left = record.time_left
+        try:
+            if record.signal is not None:
+                await record.signal.guard(asyncio.wait_for(waiting, left))
+            else:
+                await asyncio.wait_for(waiting, left)
+        except TimeoutError:
+            over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
+            if over is None:
+                raise
+            raise over from None
+        self._holding = holding
 
     # -- hook events -------------------------------------------------------------------
 
@@ -134,6 +200,7 @@ class Recorder:
                 "index": len(self.steps),
                 "turn": event.get("turn"),
                 "type": "initial" if not self.steps else "followup",
+                "started_at": time.time(),
                 "_start": now,
                 "tool_calls": [],
             }
@@ -147,10 +214,17 @@ class Recorder:
         elif kind == "tool-call":
             self._step.setdefault("_first", now)
             ident = str(event.get("id") or f"{self.record.agent_id}-{self._step['turn']}-{len(self._calls)}")
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
-            call: dict[str, Any] = {"id": ident, "tool": event.get("tool"), "skills": [], "_start": now}
+            args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
+            call: dict[str, Any] = {
+                "id": ident,
+                "tool": event.get("tool"),
+                "started_at": time.time(),
+                "skills": [],
+                "host_calls": [],
+                "_start": now,
+            }
             if self.keeps_content:
-                call["args"] = args
+                self._keep_args(call, args)
             self._step["tool_calls"].append(call)
             self._open[ident] = call
             self._calls.append({"id": ident, "name": str(event.get("tool") or ""), "input": args})
@@ -166,6 +240,8 @@ class Recorder:
             found["latency_ms"] = round((now - found.pop("_start")) * 1000, 3)
             found["result_size"] = len(text.encode("utf-8"))
             found["error"] = (text if self.keeps_content else True) if error else None
+            if self.keeps_content:
+                self.content.text(found, "result", text)
             message: Message = {
                 "role": "tool",
                 "tool_call_id": str(found["id"]),
@@ -174,13 +250,64 @@ class Recorder:
                 "error": error,
             }
             self._results.append(message)
+        else:
+            return
+        self._changed()
 
-    def called(self, skill: str) -> None:
-        """Agent code called ``skill`` (a host call from the sandbox)."""
-        for call in reversed(self._step["tool_calls"] if self._step else ()):
-            if "_start" in call:
-                call["skills"].append(skill)
-                return
+    def _keep_args(self, call: dict[str, Any], args: dict[str, Any]) -> None:
+        """A tool call's args, each cut on its own: the code of an invoke call is text."""
+        kept: dict[str, Any] = {}
+        for key, value in args.items():
+            if isinstance(value, str):
+                self.content.text(kept, key, value)
+            else:
+                self.content.value(kept, key, value)
+        call["args"] = kept
+
+    async def host_call(self, skill: str, args: dict[str, Any] | None, call: Awaitable[T]) -> T:
+        """Agent code calls ``skill`` with ``args`` (a host call from the sandbox);
+        ``call`` makes it. Recorded under the tool call whose code is running (of
+        several run together, the last one): args, result or error, latency."""
+        owner = next((c for c in reversed(self._step["tool_calls"]) if "_start" in c), None) if self._step else None
+        if owner is None:
+            return await call
+        owner["skills"].append(skill)
+        listed: list[dict[str, Any]] = owner["host_calls"]
+        if len(listed) >= MAX_HOST_CALLS:
+            owner["host_calls_cut"] = owner.get("host_calls_cut", 0) + 1
+            return await call
+        entry: dict[str, Any] = {
+            "id": f"{owner['id']}.{len(listed) + 1}",
+            "skill": skill,
+            "started_at": time.time(),
+            "status": "running",
+        }
+        if self.keeps_content and args is not None:
+            self.content.value(entry, "args", args)
+        listed.append(entry)
+        self._changed()
+        token = _HOST_CALL.set((self.record.agent_id, entry["id"]))
+        start = time.perf_counter()
+        try:
+            result = await call
+        except BaseException as exc:
+            entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
+            entry["status"] = "waiting-approval" if isinstance(exc, ApprovalPending) else "error"
+            entry["error"] = {"type": type(exc).__name__}
+            if self.keeps_content:
+                self.content.text(entry["error"], "message", str(exc))
+            raise
+        else:
+            entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
+            entry["status"] = "ok"
+            text = None if isinstance(result, str) else dumps(result)
+            entry["result_size"] = json_size(result, text)
+            if self.keeps_content:
+                self.content.value(entry, "result", result, text=text)
+            return result
+        finally:
+            _HOST_CALL.reset(token)
+            self._changed()
 
     async def end_turn(self, event: dict[str, Any], directive: Any, memory: Any) -> None:
         """The turn ended: store its messages (and the sandbox ``memory``), and the report."""
@@ -195,11 +322,14 @@ class Recorder:
         latency = event.get("latency_ms")
         step["model_latency_ms"] = round(float(latency), 3) if latency is not None else round((first - start) * 1000, 3)
         step["usage"] = dict(usage or {})
+        if self.price is not None:
+            step["cost_usd"] = round(self.price.cost(step["usage"]), 8)
         reason = event.get("stop_reason")
         step["finish_reason"] = str(reason) if reason else ("tool_use" if self._calls else "end_turn")
         for call in step["tool_calls"]:
             call.pop("_start", None)
         step["tool_ms"] = round(sum(c.get("latency_ms") or 0 for c in step["tool_calls"]), 3)
+        step["total_ms"] = round((now - start) * 1000, 3)
         turn = step.get("turn")
         replayed = self.journal is not None and self.journal.turn_stored(turn)
         if replayed:  # a resumed run: this turn came from the journal
@@ -210,10 +340,13 @@ class Recorder:
         reasoning = "".join(self._reasoning)
         if reasoning:
             assistant["reasoning"] = reasoning
-            if self.keeps_content:
-                step.update(reasoning=reasoning, reasoning_summary=reasoning_summary(reasoning))
-            else:
-                step["reasoning_chars"] = len(reasoning)
+        if self.keeps_content:
+            self.content.text(step, "text", assistant["text"])
+            if reasoning:
+                self.content.text(step, "reasoning", reasoning)
+                step["reasoning_summary"] = reasoning_summary(reasoning)
+        elif reasoning:
+            step["reasoning_chars"] = len(reasoning)
         if self._calls:
             assistant["tool_calls"] = self._calls  # type: ignore[typeddict-item]
         batch = [*self._pending, assistant, *self._results]
@@ -235,6 +368,7 @@ class Recorder:
 
         if journal is not None:  # the turn's host calls first: its marker says it is complete
             await journal.run.flush()
+        await self._live_written()
 
         def write() -> None:
             if session is not None:
@@ -251,6 +385,51 @@ class Recorder:
 
         await store.call(write)
 
+    # -- the turn in flight ------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """The turn in flight changed: write it for watchers, now or when
+        :data:`LIVE_INTERVAL` has passed since the last write."""
+        if self._live_timer is not None or self._step is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._live_at + LIVE_INTERVAL - time.monotonic())
+        self._live_timer = loop.call_later(delay, self._write_live)
+
+    def _write_live(self) -> None:
+        self._live_timer = None
+        step = self._step
+        if step is None:
+            return
+        self._live_at = time.monotonic()
+        live = {k: v for k, v in step.items() if not k.startswith("_")}
+        live["tool_calls"] = [{k: v for k, v in c.items() if k != "_start"} for c in step["tool_calls"]]
+        if self.keeps_content:  # the text so far, cut as the turn's own will be
+            for field, parts in (("text", self._text), ("reasoning", self._reasoning)):
+                if parts:
+                    ContentBudget(self.content.room).text(live, field, "".join(parts))
+        text = dumps(live)
+        before = self._live_write
+        self._live_write = asyncio.ensure_future(self._store_live(text, before))
+
+    async def _store_live(self, text: str, before: asyncio.Task[None] | None) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # in the order they were taken
+        try:
+            await self.store.call(self.store.runs.live, self.record, text)
+        except Exception:  # a watcher's view; the turn's report is what counts
+            _log.debug("writing the turn in flight failed", exc_info=True)
+
+    async def _live_written(self) -> None:
+        """No write of the turn in flight is pending or in progress: what comes next
+        (the turn's report, the final one) is written after it."""
+        if self._live_timer is not None:
+            self._live_timer.cancel()
+            self._live_timer = None
+        if self._live_write is not None:
+            await asyncio.wait([self._live_write])
+            self._live_write = None
+
     # -- the end -----------------------------------------------------------------------
 
     async def finish(self, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
@@ -258,13 +437,16 @@ class Recorder:
         message, when it failed), and what retention removes."""
         self.report["status"] = status
         if error is not None:
-            self.report["error"] = error
+            self.report["error"] = {key: value for key, value in error.items() if key != "message"}
+            if "message" in error:
+                self.content.text(self.report["error"], "message", str(error["message"]))
         elif self.keeps_content:
-            self.report["result"] = result
+            self.content.value(self.report, "result", result, TEXT_LIMIT)
         report = self._report(final=True)
         store, record, session, journal = self.store, self.record, self.session, self.journal
         if journal is not None:
             await journal.run.flush()
+        await self._live_written()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
         forget = ended and session is not None
@@ -276,7 +458,12 @@ class Recorder:
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
 
-        await store.call(write)
+        try:
+            await store.call(write)
+        finally:  # the session's next run may go on
+            holding, self._holding = self._holding, None
+            if holding is not None:
+                await holding.aclose()
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [
@@ -299,6 +486,8 @@ class Recorder:
             "model_ms": round(sum(s.get("model_latency_ms") or 0 for s in steps), 3),
             "tool_ms": round(sum(s.get("tool_ms") or 0 for s in steps), 3),
         }
+        if self.price is not None:
+            report["cost_usd"] = round(sum(s.get("cost_usd") or 0 for s in steps), 8)
         if self.compaction is not None:
             report["compaction"] = self.compaction
         if self.record.ledger is not None:  # limits, and usage with the agents below this one
@@ -310,3 +499,14 @@ class Recorder:
 
     def set_system(self, system_prompt: str) -> None:
         self.system_tokens = estimate_text(system_prompt)
+
+
+def error_of(exc: BaseException, signal: Any) -> dict[str, Any]:
+    """What a run's events and its report say of the error it ended with: a task
+    cancelled under it reads as the cancellation it is, with ``signal``'s reason."""
+    if isinstance(exc, AgentAppsError):
+        return exc.to_json()
+    if isinstance(exc, asyncio.CancelledError):
+        reason = signal.reason if signal is not None else None
+        return {"type": "Cancelled", "message": reason or "cancelled"}
+    return {"type": type(exc).__name__, "message": str(exc)}

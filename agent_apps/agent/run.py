@@ -61,7 +61,7 @@ from .gateway import HostCalls
 from .limits import arm_deadline, child_record
 from .model_calls import ModelCalls, declares_model_calls, require_model_calls
 from .prompt import INVOKE_TOOL
-from .recorder import Recorder
+from .recorder import Recorder, error_of
 from .reporting import RunReporter
 from .run_state import RunState
 from .settings import settle, takes_arg
@@ -170,6 +170,7 @@ class AgentRun:
             user_message=settings.user_message,
             attachments=settings.attachments,
             journal=journal,
+            price=settings.supervision.price,
         )
         memory = await recorder.start()
         started = journal.started if journal is not None else None
@@ -392,11 +393,5 @@ class AgentRun:
         return halted, over
 
     def _error_of(self, exc: BaseException) -> dict[str, Any]:
-        """What the run's events and its report say of the error it ended with: a task
-        cancelled under it reads as the cancellation it is, with the signal's reason."""
-        if isinstance(exc, AgentAppsError):
-            return exc.to_json()
-        if isinstance(exc, asyncio.CancelledError):
-            return {"type": "Cancelled", "message": self.ctx.signal.reason or "cancelled"}
-        return {"type": type(exc).__name__, "message": str(exc)}
+        return error_of(exc, self.ctx.signal)
 

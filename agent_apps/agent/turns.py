@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
+from ..budget import with_clamped_usage
 from ..errors import AgentAppsError, LimitExceeded
 from ..validation import schema_problem
 from .limits import check_budget
@@ -127,6 +128,7 @@ class TurnPolicy:
         run = self.run
         if run.state.halted is not None:
             raise run.state.halted
+        event = with_clamped_usage(event)  # a peer's token counts, before anything counts them
         kind = event["type"]
         # A model call's messages repeat the whole conversation: the trace keeps the rest.
         skip = ("type", "messages", "system") if kind == "model-call" else ("type",)

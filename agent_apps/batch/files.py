@@ -1,15 +1,19 @@
 """The files of ``agent-apps batch``: the JSONL input, the JSONL results, and resuming.
 
 * **Input**: one JSON object of args per line. The index of a line is its number
-  counting from 0; blank lines are not inputs. A line that is not JSON, or not an
-  object, is that input's ``InputInvalid`` error, naming the file and line.
+  counting from 0; blank lines are not inputs. Lines are read with the bounded JSON
+  reader (:mod:`agent_apps._json`): a line that is not UTF-8 or not JSON, holds
+  ``NaN`` or a number too large, nests deeper than 128 levels, or is not an object is
+  that input's ``InputInvalid`` error, naming the file and line; the others run.
 * **Results**: one line per input, ``{"index", "ok", "result" | "error", "run_id",
   "seconds", "input_hash"}``, appended as each run finishes, each line written whole
   by one ``write`` (so Ctrl-C, or a kill, leaves only whole lines: a machine crash at
   worst a cut last line, which resuming removes).
 * **Resuming** skips the indexes that have a result line. ``input_hash`` (a hash of the
   skill name and the input line) must match the input line of the same index: a results
-  file made from another input file, another skill or an edited input is refused.
+  file made from another input file, another skill or an edited input is refused. An
+  input whose run started but wrote no line (the batch was killed) is taken up from
+  that run's journal (``store.batch_runs`` says which run it was).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._json import MAX_DEPTH, loads
 from .runner import BatchInput, BatchResult
 
 __all__ = ["Done", "InputFile", "ResultsFile", "ResumeError", "drop_failed", "input_hash", "read_results"]
@@ -82,26 +87,40 @@ class InputFile:
             f"{self.name} ({why}): {fix}"
         )
 
-    def inputs(self, skip: set[int] | dict[int, Any]) -> Iterator[BatchInput]:
-        """The inputs not in ``skip``, parsed; a bad line is an input with an error."""
+    def inputs(
+        self,
+        skip: set[int] | dict[int, Any],
+        *,
+        batch: str | None = None,
+        runs: Mapping[int, tuple[str | None, str]] | None = None,
+    ) -> Iterator[BatchInput]:
+        """The inputs not in ``skip``, parsed; a bad line is an input with an error.
+        ``batch``: the results file their runs are recorded for; ``runs``: the run an
+        earlier attempt of an input started (``{index: (input hash, run id)}``), taken
+        up when the line is still the one it ran."""
         for index, line in self.lines():
             if index in skip:
                 continue
-            self.hashes[index] = input_hash(self.name, line)
+            hashed = self.hashes[index] = input_hash(self.name, line)
+            earlier = (runs or {}).get(index)
+            run_id = earlier[1] if earlier is not None and earlier[0] == hashed else None
             where = f"{self.path}:{index + 1}"
             try:
-                args = json.loads(line)
+                args = loads(line.decode("utf-8-sig"))
             except UnicodeDecodeError:
                 yield BatchInput(index, error=f"{where}: not UTF-8 text")
                 continue
             except json.JSONDecodeError as exc:
                 yield BatchInput(index, error=f"{where}: not JSON: {exc.msg} (column {exc.colno})")
                 continue
+            except ValueError as exc:  # nested deeper than MAX_DEPTH, NaN, a number too large
+                yield BatchInput(index, error=f"{where}: {exc}")
+                continue
             if not isinstance(args, dict):
                 kind = "an array" if isinstance(args, list) else "null" if args is None else f"a {type(args).__name__}"
                 yield BatchInput(index, error=f"{where}: expected a JSON object of args, got {kind}")
                 continue
-            yield BatchInput(index, args)
+            yield BatchInput(index, args, batch=batch, input_hash=hashed, run_id=run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +175,8 @@ def read_results(path: str | os.PathLike[str], *, repair: bool = True) -> tuple[
 
 
 def _parse(raw: bytes) -> tuple[int, bool, str | None, str | None] | None:
-    try:
-        data = json.loads(raw)
+    try:  # a result (at most MAX_DEPTH deep) sits two levels down: error.partial
+        data = loads(raw.decode("utf-8"), max_depth=MAX_DEPTH + 2)
     except ValueError:
         return None
     if not isinstance(data, dict):

@@ -12,10 +12,10 @@ Not on a terminal, the same figures are one line every :data:`LOG_INTERVAL` seco
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, TextIO
 
+from ..terminal import json_line
 from .runner import BatchResult
 
 __all__ = ["LOG_INTERVAL", "Progress"]
@@ -104,7 +104,7 @@ class Progress:
 
     def _event(self, kind: str, **fields: Any) -> None:
         event = {"type": kind, "timestamp": time.time(), **fields}
-        self.stream.write(json.dumps(event, ensure_ascii=False, default=repr) + "\n")
+        self.stream.write(json_line(event, default=repr) + "\n")  # errors quote the skills' output
         self.stream.flush()
 
 

@@ -4,7 +4,8 @@ One input is one top-level invocation, recorded under a run id of its own and ru
 unattended (a call the permission policy would ask about checkpoints the run, as the
 scheduler's runs do). An input that cannot run, or a run that fails, is that input's
 error: the batch goes on. The results come back in completion order, each with the
-index of its input.
+index of its input. An input that carries the run an earlier attempt started is taken
+up from that run's journal (:func:`_take_up`), so nothing journaled happens twice.
 """
 
 from __future__ import annotations
@@ -45,11 +46,20 @@ _RUN_OVERHEAD_MB = 32
 @dataclass(frozen=True, slots=True)
 class BatchInput:
     """One run to make: ``args`` for the skill, at ``index``; or ``error``, why this
-    input cannot run (it was not JSON, not an object), reported as its result."""
+    input cannot run (it was not JSON, not an object), reported as its result.
+
+    ``batch``: the results file (absolute path) the run is recorded for in the state
+    store (``store.batch_runs``) before it starts, with ``input_hash``; ``run_id``: the
+    run an earlier attempt of this input started, to take up instead of a new one
+    (``agent-apps batch --resume``).
+    """
 
     index: int
     args: Any = None
     error: str | None = None
+    batch: str | None = None
+    input_hash: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +129,7 @@ async def run_one(
     invalid = rejected(item)
     if invalid is not None:
         return invalid
-    run = RunRecord.new()
+    run = RunRecord.new() if item.run_id is None else RunRecord(item.run_id, trace_id=item.run_id)
     served: dict[str, Any] = {}
     options: dict[str, Any] = {"run": run, "middleware": [served_agent(served)]}
     if config:
@@ -128,7 +138,13 @@ async def run_one(
     error: dict[str, Any] | None = None
     try:
         with approval.session(mode="unattended"):
-            result = await cm.invoke(skill, dict(item.args), **options)
+            if item.run_id is not None:
+                result = await _take_up(cm, skill, item, options)
+            else:
+                if item.batch is not None:  # recorded first: a crash from here on leaves a run to take up
+                    store = cm.state
+                    await store.call(store.batch_runs.start, item.batch, item.index, item.input_hash, run.run_id)
+                result = await cm.invoke(skill, dict(item.args), **options)
     except ApprovalPending as exc:
         error = {**exc.to_json(), "status": "waiting-approval"}
     except AgentAppsError as exc:
@@ -144,6 +160,35 @@ async def run_one(
     if error is not None:
         return BatchResult(item.index, False, error=error, run_id=run.run_id, seconds=seconds)
     return BatchResult(item.index, True, result=result, run_id=run.run_id, seconds=seconds)
+
+
+async def _take_up(cm: ContextManager, skill: Skill, item: BatchInput, options: dict[str, Any]) -> Any:
+    """Go on with the run an earlier attempt of ``item`` started (``--resume``): from its
+    journal when it keeps one, as ``agent-apps resume`` does, so no journaled call is
+    made again; from its start, under the same run id, when it has none (it never got
+    to journal anything, or runs without a journal). A run still running in a live
+    process, or one that ended before its result line was written, is not run again:
+    that is the input's error."""
+    from ..state.errors import NotFound, NotResumable
+    from ..state.journal import FINISHED
+
+    store = cm.state
+    run_id = str(item.run_id)
+    try:
+        info = await store.call(store.runs.get, run_id)
+    except NotFound:  # it never got as far as recording itself
+        return await cm.invoke(skill, dict(item.args), **options)
+    point = await store.call(store.journal.checkpoint, run_id)
+    if info.status in FINISHED:
+        raise NotResumable(
+            "run", run_id, f"ended (status {info.status}) before its result line was written; its report has the "
+            f"result (agent-apps runs show {run_id}): --rerun-failed runs it again",
+        )
+    if point is not None and point.invocation.get("skill"):
+        return await cm.resume(run_id, middleware=options["middleware"])
+    if not await store.call(store.runs.take_over, run_id):
+        raise NotResumable("run", run_id, f"is still running (process {info.pid} on {info.host})")
+    return await cm.invoke(skill, dict(item.args), **options)
 
 
 def rejected(item: BatchInput) -> BatchResult | None:

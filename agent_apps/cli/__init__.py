@@ -31,8 +31,9 @@ _GROUPS = {
     "sessions": ("agent_apps.cli.state", "list, show, export, import, fork and remove sessions"),
     "runs": ("agent_apps.cli.state", "list, show, export and import recorded agent runs"),
     "state": ("agent_apps.cli.state", "copy a whole state store, between SQLite and PostgreSQL"),
-    "scheduler": ("agent_apps.scheduling.cli", "run due schedules in the foreground until Ctrl-C"),
+    "scheduler": ("agent_apps.cli.scheduler", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.cli.batch", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
+    "console": ("agent_apps.console.cli", "a local web page over the state store: runs, approvals, sessions"),
 }
 
 
@@ -276,7 +277,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     what = {"approve": "approved", "deny": "denied", "skip": "skipped"}[action]
     reason = f" ({args.deny})" if args.deny else ""
     call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
-    print(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}")
+    print(printable(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}"))
     return EXIT_OK
 
 
@@ -331,8 +332,8 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any, runner: Any
         result = runner.run(run()) if runner is not None else asyncio.run(run())
     except ApprovalPending as exc:  # checkpointed: one line says what waits, and how to go on
         print(
-            f"agent-apps: run {exc.run_id} is waiting for approval of {exc.call}; decide with: agent-apps approve "
-            f"{exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
+            f"agent-apps: run {exc.run_id} is waiting for approval of {printable(exc.call)}; decide with: "
+            f"agent-apps approve {exc.run_id} [--deny REASON | --skip], then: agent-apps resume {exc.run_id}",
             file=sys.stderr,
         )
         return EXIT_APPROVAL

@@ -15,6 +15,7 @@ import signal
 import sys
 from typing import Any
 
+from ..terminal import printable
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
 
 __all__ = ["parse", "parser"]
@@ -87,16 +88,27 @@ def run(args: argparse.Namespace) -> int:
             "or choose another file"
         )
     inputs = InputFile(args.input, skill.name)
+    rerun: set[int] = set()
     try:
         done, note = read_results(args.output) if args.resume else ({}, None)
         if note:
             print(f"agent-apps batch: {note}", file=sys.stderr)
         if args.rerun_failed and any(not d.ok for d in done.values()):
+            rerun = {d.index for d in done.values() if not d.ok}
             drop_failed(args.output)
             done, _ = read_results(args.output)
         total = inputs.check(done)
     except ResumeError as exc:
         raise UsageError(str(exc)) from None
+    # the run each input starts is recorded first, so a --resume after a crash takes it up
+    # from its journal; inputs run again on purpose (--rerun-failed) start afresh
+    output = os.path.realpath(args.output)
+    store = cm.state
+    if args.resume:
+        runs = {index: run for index, run in store.batch_runs.runs(output).items() if index not in rerun}
+    else:
+        store.batch_runs.forget(output)
+        runs = {}
     failed_before = sum(1 for d in done.values() if not d.ok)
     if total == len(done):  # nothing left: no workers, no cluster
         print(f"agent-apps batch: every one of the {total} inputs has a result in {args.output}", file=sys.stderr)
@@ -109,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"--output {args.output}: {exc.strerror}") from None
     batch = Batch(
-        cm, skill, inputs.inputs(done), concurrency=args.concurrency, ray=args.ray,
+        cm, skill, inputs.inputs(done, batch=output, runs=runs), concurrency=args.concurrency, ray=args.ray,
         retries=3 if args.retries is None else args.retries,
     )
     progress = Progress(sys.stderr, skill.name, total - len(done), events=args.events)
@@ -158,5 +170,5 @@ def _first_failure(progress: Any, failed_before: int) -> str:
     if result is None:
         return f" ({failed_before} before this run)"
     kind = (result.error or {}).get("type", "error")
-    return f" (the first: index {result.index}, {kind})"
+    return f" (the first: index {result.index}, {printable(str(kind))})"
 

@@ -90,7 +90,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if args.stub:  # what the model reads: the typed Python stub
         from ..stubs import skill_stub
 
-        print(skill_stub(skill))
+        print(printable(skill_stub(skill)))
         return EXIT_OK
     if args.json:
         json.dump(skill.describe(), sys.stdout, indent=2)

@@ -6,6 +6,10 @@ or project config, ``~/.agent-apps/state.db``); no skill is loaded. Errors are t
 store's typed errors: the main command line prints them in one line, exit status 2 for
 an unknown session or run, a bad export file, an id that exists already, or a copy
 into a store that is not empty.
+
+Everything stored came from models, agent code and tools, so what these commands print
+is escaped for the terminal (:mod:`agent_apps.terminal`): text through ``printable``,
+JSON with terminal-steering characters as ``\\u`` escapes (the same JSON values).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from typing import Any
 
 from ..state import open_store
 from ..state.errors import SnapshotInvalid
+from ..state.run_view import clock as _when
+from ..terminal import json_line, printable
 from . import _number, _Parser, _table
+from .skills import _Printable
 
 __all__ = ["parse", "parser"]
 
@@ -74,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
-    p = sub.add_parser("show", parents=[common], help="a run's report: its agents, steps and tool calls")
+    p = sub.add_parser(
+        "show", parents=[common], help="what happened in a run: each agent's turns, code, calls, timings and tokens"
+    )
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="JSON output (reports and traces)")
     p.set_defaults(run=runs_show)
@@ -147,13 +156,7 @@ def _pruned(args: argparse.Namespace, what: str, items: list[Any], rows: list[tu
 
 
 def _json(value: Any) -> None:
-    out = sys.stdout
-    json.dump(value, out, indent=2, ensure_ascii=False)
-    out.write("\n")
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "-"
+    sys.stdout.write(json_line(value, indent=2) + "\n")
 
 
 def _short(text: str, width: int = 200) -> str:
@@ -194,7 +197,7 @@ def sessions_show(args: argparse.Namespace) -> int:
         data["runs"] = [run.id for run in runs]
         _json(data)
         return 0
-    out = sys.stdout
+    out = _Printable(sys.stdout)
     out.write(f"session {info.id}\n")
     out.write(f"  created {_when(info.created_at)}, updated {_when(info.updated_at)}\n")
     out.write(f"  {info.messages} messages, ~{info.tokens} tokens\n")
@@ -247,7 +250,7 @@ def sessions_import(args: argparse.Namespace) -> int:
         if problem:
             raise SnapshotInvalid(problem, source="--as")
     info = open_store().sessions.import_(text, as_id=args.as_id, source=source)
-    print(f"imported session {info.id} ({info.messages} messages)")
+    print(printable(f"imported session {info.id} ({info.messages} messages)"))
     return 0
 
 
@@ -275,10 +278,6 @@ def _duration(start: float | None, end: float | None) -> str:
     return f"{end - start:.1f}s" if start and end else "-"
 
 
-def _status(run: Any) -> str:
-    return "interrupted" if run.process_gone else run.status
-
-
 def runs_list(args: argparse.Namespace) -> int:
     runs = open_store().runs.list(session=args.session, limit=args.limit or None)
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
@@ -286,67 +285,36 @@ def runs_list(args: argparse.Namespace) -> int:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
         duration = _duration(run.started_at, run.ended_at)
         rows.append(
-            (run.id[:12], _when(run.started_at), _status(run), run.name, run.session_id or "-", tokens, duration)
+            (run.id[:12], _when(run.started_at), run.status, run.name, run.session_id or "-", tokens, duration)
         )
     empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
     return _listing(args, [run.to_json() for run in runs], rows, empty)
 
 
 def runs_show(args: argparse.Namespace) -> int:
+    """What happened in a run (see :mod:`agent_apps.state.run_text`); ``--json``: all of it."""
+    from ..state.run_view import load_run
+
     store = open_store()
-    run = store.runs.get(args.run_id)
-    agents = store.runs.agents(run.id)
-    point = store.journal.checkpoint(run.id)
+    view = load_run(store, args.run_id)
+    run, point = view.run, view.checkpoint
     if args.json:
-        _json({**run.to_json(), "agents": [a.to_json() for a in agents], "checkpoint": point and point.to_json()})
+        _json({**run.to_json(), "agents": [a.to_json() for a in view.agents], "checkpoint": point and point.to_json()})
         return 0
-    out = sys.stdout
-    out.write(f"run {run.id}: {_status(run)}\n")
-    out.write(f"  started {_when(run.started_at)}, took {_duration(run.started_at, run.ended_at)}")
-    out.write(f", {run.input_tokens} in / {run.output_tokens} out tokens\n")
-    pending = point.pending if point is not None else None
-    if pending:
-        decided = point.decision  # type: ignore[union-attr]
-        state = f"decided: {decided['action']}" if decided else f"decide with agent-apps approve {run.id}"
-        out.write(f"  waiting for approval of {pending.get('skill')} {_short(json.dumps(pending.get('args')))}")
-        out.write(f" (agent {pending.get('agent_name')}, {pending.get('rule')}); {state}\n")
-    if _resumable(point, run.status, run.process_gone):
-        out.write(f"  agent-apps resume {run.id} continues it\n")
-    for agent in agents:
-        pad = "  " * (agent.depth + 1)
-        report = agent.report or {}
-        session = f", session {agent.session_id}" if agent.session_id else ""
-        out.write(f"\n{pad}agent {agent.name} [{agent.id}] {agent.status}{session}\n")
-        if report.get("error"):
-            message = _short(report["error"].get("message") or "")
-            out.write(f"{pad}  error: {report['error'].get('type')}{': ' + message if message else ''}\n")
-        if report.get("compaction"):
-            out.write(f"{pad}  compaction: {json.dumps(report['compaction'])}\n")
-        for step in report.get("steps") or ():
-            usage = step.get("usage") or {}
-            out.write(
-                f"{pad}  step {step.get('index')}: model {step.get('model_latency_ms', 0):.0f} ms, "
-                f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
-                f"{step.get('finish_reason')}\n"
-            )
-            for call in step.get("tool_calls") or ():
-                skills = f" -> {', '.join(call['skills'])}" if call.get("skills") else ""
-                error = " error" if call.get("error") else ""
-                out.write(
-                    f"{pad}    {call.get('tool')}{skills}: {call.get('result_size', 0)} bytes, "
-                    f"{call.get('latency_ms', 0):.0f} ms{error}\n"
-                )
-        if report.get("result") is not None:
-            out.write(f"{pad}  result: {_short(json.dumps(report['result'], ensure_ascii=False))}\n")
-        if agent.trace:
-            out.write(f"{pad}  trace: {len(agent.trace)} events (--json shows them)\n")
+    import shutil
+
+    from ..state.run_text import write_run
+
+    write_run(view, sys.stdout, shutil.get_terminal_size((100, 24)).columns)
+    if _resumable(point, run.status):
+        print(printable(f"\nagent-apps resume {run.id} continues it"))
     return 0
 
 
 def runs_prune(args: argparse.Namespace) -> int:
     pruned = open_store().runs.prune(_cutoff(args.older_than), dry_run=args.dry_run)
     rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME")]
-    rows += [(run.id[:12], _when(run.started_at), _status(run), run.name) for run in pruned]
+    rows += [(run.id[:12], _when(run.started_at), run.status, run.name) for run in pruned]
     return _pruned(args, "run", pruned, rows)
 
 
@@ -367,17 +335,17 @@ def runs_import(args: argparse.Namespace) -> int:
     cm = ContextManager(search_path=args.path, state=store)
     run = import_run(store, text, source=source, skills=cm.catalog.skills)
     for warning in tool_changes(json.loads(text), cm):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {printable(warning)}", file=sys.stderr)
     point = store.journal.checkpoint(run["id"])
-    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"], False) else ""
-    print(f"imported run {run['id']} ({run['status']}){hint}")
+    hint = f"; agent-apps resume {run['id']} continues it" if _resumable(point, run["status"]) else ""
+    print(printable(f"imported run {run['id']} ({run['status']}){hint}"))
     return 0
 
 
-def _resumable(point: Any, status: str, process_gone: bool) -> bool:
+def _resumable(point: Any, status: str) -> bool:
     from ..state.journal import FINISHED
 
-    return point is not None and status not in FINISHED and (status != "running" or process_gone)
+    return point is not None and status not in FINISHED and status != "running"
 
 
 # -- the store as a whole ----------------------------------------------------------------

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import contextlib
 import json
 import os
 import re
@@ -44,7 +43,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SkillFailed, SkillLoadError
 from ..skill import Skill, as_skill_name, mounted_tool_name
+from .guard import ToolLimits, capped_tool, readable_answers, same_origin_redirects, shown_name
 from .schemas import WRAPPED
+from .server_log import DEFAULT_LOG_KB, ServerLog, current_log, route_library_logging
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -56,8 +57,9 @@ __all__ = ["MOUNTED_ENV", "MCPServerError", "ServerConnection", "UnsetVariable",
 #: mounts no servers itself, or a config mounting `agent-apps mcp` would loop forever.
 MOUNTED_ENV = "AGENT_APPS_MCP_MOUNTED"
 DEFAULT_STARTUP_TIMEOUT = 30.0
-#: A server's stderr log is rotated (to ``.log.1``) past this size.
-LOG_LIMIT = 1 << 20
+#: The most tools one server may list (``mcp_servers.SERVER.max_tools``): the rest are
+#: not mounted, with a warning (a server could page through tools for ever).
+DEFAULT_MAX_TOOLS = 1000
 
 
 class MCPServerError(SkillFailed):
@@ -123,8 +125,15 @@ class ServerConnection:
     def __init__(self, name: str, spec: Mapping[str, Any], *, log_dir: Path | None = None) -> None:
         self.name = name
         self.spec = dict(spec)
-        #: Where a stdio server's stderr goes (``AGENT_APPS_DEBUG=1``: the terminal).
-        self.log_path: Path | None = log_dir / f"mcp-{as_skill_name(name)}.log" if log_dir is not None else None
+        #: Where a stdio server's stderr goes (``AGENT_APPS_DEBUG=1``: the terminal), and
+        #: what the mcp library logs about the connection.
+        self.log: ServerLog | None = None
+        if log_dir is not None:
+            path = log_dir / f"mcp-{as_skill_name(name)}.log"
+            self.log = ServerLog(path, limit_kb=int(spec.get("log_kb") or DEFAULT_LOG_KB))
+        self.max_tools = max(1, int(spec.get("max_tools") or DEFAULT_MAX_TOOLS))
+        #: Tools past max_tools, not mounted (for the warning).
+        self.tools_left_out = 0
         self.startup_timeout = float(spec.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT)
         timeout = spec.get("timeout")
         self.call_timeout: float | None = float(timeout) if timeout else None
@@ -134,7 +143,6 @@ class ServerConnection:
         self._closing: asyncio.Event | None = None
         self._task: concurrent.futures.Future[Any] | None = None
         self._stopped: threading.Event | None = None
-        self._log_start = 0
         self._lock = threading.Lock()
         _connections.add(self)
 
@@ -190,15 +198,28 @@ class ServerConnection:
     ) -> None:
         from mcp import Client
 
-        stderr = self._stderr() if self.spec.get("command") else sys.stderr
+        route_library_logging()
+        current_log.set(self.log)  # this task's (and its children's) library records go to its log
+        stderr: TextIO = sys.stderr
+        pipe = None
+        if self.log is not None:
+            self.log.start(str(self.spec.get("command") or self.spec.get("url")))
+            if self.spec.get("command") and not os.environ.get("AGENT_APPS_DEBUG"):
+                # a chatty server does not flood the command line's output, nor the disk
+                pipe = await self.log.stderr_pipe()
+                stderr = pipe.writer
         try:
             async with _transport(self.spec, stderr) as transport:
-                async with Client(transport, mode=self.spec.get("mode") or "auto") as client:
-                    tools = await _list_all_tools(client)
+                async with Client(readable_answers(transport), mode=self.spec.get("mode") or "auto") as client:
+                    if pipe is not None:
+                        pipe.writer.close()  # the server holds its end now: the pipe ends with it
+                    tools = await _list_all_tools(client, self)
                     self._client = client
                     ready.set_result(tools)
                     await closing.wait()
         except BaseException as exc:
+            if pipe is not None:  # its last words reach the log before the failure names them
+                await pipe.finish(timeout=1.0)
             if not ready.done():
                 ready.set_exception(exc)
             else:
@@ -207,39 +228,17 @@ class ServerConnection:
                 raise
         finally:
             self._client = None
-            if stderr is not sys.stderr:
-                stderr.close()
+            if pipe is not None:
+                pipe.close()
             stopped.set()
-
-    # -- the server's stderr ---------------------------------------------------------------
-
-    def _stderr(self) -> TextIO:
-        """Where a stdio server's stderr goes: its log file (so that a chatty server does
-        not flood the command line's output), or the terminal with ``AGENT_APPS_DEBUG``."""
-        if self.log_path is None or os.environ.get("AGENT_APPS_DEBUG"):
-            return sys.stderr
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            if self.log_path.stat().st_size > LOG_LIMIT:
-                self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
-        log = self.log_path.open("a", encoding="utf-8")
-        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.spec.get('command')}\n")
-        log.flush()
-        self._log_start = log.tell()
-        return log
 
     def _stderr_note(self) -> str:
         """The server's last words, for a failure message."""
-        if self.log_path is None or os.environ.get("AGENT_APPS_DEBUG") or "command" not in self.spec:
+        if self.log is None or os.environ.get("AGENT_APPS_DEBUG") or "command" not in self.spec:
             return ""
-        try:
-            with self.log_path.open("rb") as fh:
-                fh.seek(self._log_start)
-                lines = fh.read(65536).decode("utf-8", "replace").strip().splitlines()
-        except OSError:
-            lines = []
-        last = f"; its stderr ends: {lines[-1][-200:]!r}" if lines else ""
-        return f"{last} (log: {self.log_path})"
+        last = self.log.last_line()
+        said = f"; its stderr ends: {last!r}" if last else ""
+        return f"{said} (log: {self.log.path})"
 
     # -- calls (async, any event loop) ---------------------------------------------------------
 
@@ -303,11 +302,14 @@ def _connection_lost(exc: BaseException) -> bool:
 
 
 def _describe(exc: BaseException) -> str:
+    """One line (at most 500 characters) that says what went wrong: a server's own text
+    may be long, and spread over lines."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
-    text = str(exc) or type(exc).__name__
+    text = " ".join((str(exc) or type(exc).__name__)[:2000].split())
+    text = text if len(text) <= 500 else text[:499] + "…"
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
 
 
@@ -367,6 +369,7 @@ class _transport:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             self._http = create_mcp_http_client(headers={k: str(v) for k, v in (spec.get("headers") or {}).items()})
+            self._http.event_hooks["response"].append(same_origin_redirects)
             return streamable_http_client(spec["url"], http_client=self._http)
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -387,13 +390,18 @@ class _transport:
             await self._http.aclose()
 
 
-async def _list_all_tools(client: Any) -> list[Any]:
+async def _list_all_tools(client: Any, conn: ServerConnection) -> list[Any]:
+    """Every page of the server's tool list, up to ``conn.max_tools`` tools."""
     tools: list[Any] = []
     cursor = None
+    conn.tools_left_out = 0
     while True:
         page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
         tools += page.tools
         cursor = getattr(page, "next_cursor", None)
+        if len(tools) > conn.max_tools:
+            conn.tools_left_out = len(tools) - conn.max_tools
+            return tools[: conn.max_tools]
         if not cursor:
             return tools
 
@@ -490,38 +498,57 @@ def mcp_skills(manager: ContextManager, servers: Any, sources: Mapping[str, str]
                 yield SkillLoadError(exc.reason, path=where(name), skill=f"{as_skill_name(name)}-*")
                 continue
         taken: dict[str, str] = {}
+        limits = ToolLimits.of(conn.spec)
         for tool in conn.tools or ():
-            yield _tool_skill(conn, tool, where(name), taken)
+            yield _tool_skill(conn, tool, where(name), taken, limits)
 
 
-def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str, str]) -> Skill:
-    """The skill of one tool. Two tools whose names normalize alike (``read_file``,
-    ``readFile``) never collapse into one skill: the later one gets a numbered name."""
-    name = base = mounted_tool_name(conn.name, tool.name)
+def _tool_skill(
+    conn: ServerConnection, tool: Any, config: str, taken: dict[str, str], limits: ToolLimits
+) -> Skill | SkillLoadError:
+    """The skill of one tool, its text capped (:func:`~.guard.capped_tool`). Two tools
+    whose names normalize alike (``read_file``, ``readFile``) never collapse into one
+    skill: the later one gets a numbered name."""
+    key = f"mcp_servers.{conn.name}"
+    capped = capped_tool(tool, conn.name, limits, key=key)
+    name = base = _cut(mounted_tool_name(conn.name, tool.name), limits.name_chars)
     number = 1
     while name in taken:
         number += 1
-        name = f"{base}-{number}"
+        name = f"{_cut(base, limits.name_chars - len(str(number)) - 1)}-{number}"
     taken[name] = tool.name
-    params = dict(tool.input_schema or {"type": "object", "properties": {}})
+    if capped.refused is not None:
+        return SkillLoadError(capped.refused, path=config, skill=name)
+    params = dict(capped.input_schema or {"type": "object", "properties": {}})
     metadata: dict[str, Any] = {"mcp": {"server": conn.name, "tool": tool.name, "config": config}}
-    if tool.output_schema:
-        schema = dict(tool.output_schema)
+    if capped.output_schema:
+        schema = dict(capped.output_schema)
         # an agent-apps server wraps non-object results; the skill returns them unwrapped
         metadata["returns"] = schema["properties"]["result"] if schema.get(WRAPPED) else schema
 
     async def main(ctx: Any, args: dict[str, Any]) -> Any:
         return await conn.call(tool.name, args, name)
 
-    warnings = []
-    if name != base:
+    shown = shown_name(str(tool.name))
+    warnings = [f"{config}: {warning}" for warning in capped.warnings]
+    if base != mounted_tool_name(conn.name, tool.name):
         warnings.append(
-            f"{config}: MCP server {conn.name!r}: tools {taken[base]!r} and {tool.name!r} both become {base!r}; "
-            f"{tool.name!r} is mounted as {name!r}"
+            f"{config}: MCP server {conn.name!r}, tool {shown!r}: its name is longer than {limits.name_chars} "
+            f"characters; it is mounted as {name!r}"
+        )
+    elif name != base:
+        warnings.append(
+            f"{config}: MCP server {conn.name!r}: tools {shown_name(taken[base])!r} and {shown!r} both become "
+            f"{base!r}; {shown!r} is mounted as {name!r}"
+        )
+    if conn.tools_left_out and tool is conn.tools[-1]:  # type: ignore[index]
+        warnings.append(
+            f"{config}: MCP server {conn.name!r} lists more than {conn.max_tools} tools; "
+            f"{conn.tools_left_out} more are not mounted ({key}.max_tools)"
         )
     return Skill(
         name=name,
-        description=tool.description or f"Tool {tool.name!r} of MCP server {conn.name!r}.",
+        description=capped.description or f"Tool {shown!r} of MCP server {conn.name!r}.",
         params=params,
         metadata=metadata,
         kind="code",
@@ -529,6 +556,11 @@ def _tool_skill(conn: ServerConnection, tool: Any, config: str, taken: dict[str,
         warnings=warnings,
         _main=main,
     )
+
+
+def _cut(name: str, length: int) -> str:
+    """A skill name cut to ``length`` characters (not ending with ``-``)."""
+    return name if len(name) <= length else name[:length].rstrip("-")
 
 
 def _dumps(value: Any) -> str:  # pragma: no cover - debugging aid

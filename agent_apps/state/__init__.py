@@ -10,6 +10,7 @@ shared by every process on every machine that opens it (``postgresql://...``).
     store.runs.list(session="s1")
     store.schedules.list()                     # what agent-apps scheduler runs
     store.memory.search(["ws/MEMORY.md"], "units")  # the chunks that match best (BM25)
+    store.batch_runs.runs("/abs/results.jsonl")  # the run each batch input started
 
 Where it lives: ``ContextManager(state=":memory:" | path | url)``, else
 ``AGENT_APPS_STATE``, else the config key ``state.path`` (a relative path is relative to
@@ -19,23 +20,27 @@ the config file that sets it), else ``<agent-apps home>/state.db``. See
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._db import MEMORY, Database, is_postgres_url
 from ._sqlite import SQLiteDatabase
+from .batch_runs import BatchRuns
 from .errors import AlreadyExists, NotFound, NotResumable, SnapshotInvalid, StateError
 from .journal import Checkpoint, Journal
 from .memory import Hit, MemoryIndex
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .schedules import ScheduleInfo, Schedules
+from .session_queue import POLL, SessionQueue
 from .sessions import SessionInfo, Sessions, session_id_problem
 from .subscriptions import SubscriptionInfo, Subscriptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from ..config import Cascade
 
@@ -83,6 +88,8 @@ class StateStore:
         self.subscriptions = Subscriptions(self.db)
         self.journal = Journal(self.db)
         self.memory = MemoryIndex(self.db)
+        self.batch_runs = BatchRuns(self.db)
+        self._session_queue = SessionQueue(self.db)
 
     @property
     def path(self) -> str:
@@ -92,6 +99,47 @@ class StateStore:
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store method off the event loop: ``await store.call(store.sessions.get, "s1")``."""
         return await self.db.call(fn, *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def session_lock(self, session_id: str, run_id: str) -> AsyncIterator[None]:
+        """Hold session ``session_id`` for run ``run_id``: ``async with
+        store.session_lock("s1", run_id): ...`` waits until no other run of the session
+        is in progress, in arrival order, across processes; then the block runs alone.
+
+        Agents of the same run share its turn (an agent started inside the run never
+        waits for the run around it). Cancelling the waiting task stops the wait and
+        gives the place back; a process that dies (even ``kill -9``) lets go of its
+        sessions. The wait runs nothing on the event loop but short sleeps: each look at
+        the queue is a read on the store's thread (:mod:`.session_queue`). A store on
+        another database implements this one method with that database's own lock.
+        """
+        queue = self._session_queue
+        # the join runs to its end on the store's thread even when this task is cancelled
+        # meanwhile: the ticket it took is given back from the future, never lost
+        joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id))
+        try:
+            ticket = await asyncio.shield(joining)
+            pause = 0.002
+            while True:
+                turn = await self.call(queue.turn, session_id, run_id, ticket)
+                if turn is None:  # dropped as dead while this process was stopped: queue again
+                    joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id, again=True))
+                    ticket = await asyncio.shield(joining)
+                elif turn:
+                    break
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, POLL)
+            yield
+        finally:  # shielded: a second cancel must not keep the session held
+            await asyncio.shield(self._give_back(joining))
+
+    async def _give_back(self, joining: asyncio.Future[int]) -> None:
+        """Give back the ticket ``joining`` took (none if joining failed)."""
+        try:
+            ticket = await joining
+        except Exception:  # the join failed: it took nothing
+            return
+        await self.call(self._session_queue.leave, ticket)
 
     def close(self) -> None:
         self.db.close()

@@ -15,16 +15,23 @@
 * ``PRAGMA user_version`` counts the migrations applied; ``PRAGMA application_id``
   marks the file as agent-apps'. A newer schema, another program's SQLite file or a
   **corrupt** file raises :class:`StateError` naming the file; nothing is changed.
+* **Private**: the file and its ``-wal`` and ``-shm`` are ``0600`` and the folders it
+  creates ``0700``, whatever the umask (conversations, memory and tool output are in
+  it). A store made wider (by an older version) is tightened when opened, and so is
+  its folder when that is agent-apps' own (the agent-apps home, or a ``.agent-apps``).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..config import agent_apps_home
+from ..host_files import private_file, private_folder
 from ._db import MEMORY, Database, Dialect, opened
 from .errors import StateError
 from .schema import APPLICATION_ID, MIGRATIONS
@@ -117,9 +124,11 @@ class SQLiteDatabase(Database):
     def _open(self) -> sqlite3.Connection:
         if self.path != MEMORY:
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                folder = Path(self.path).parent
+                private_folder(folder, tighten=_ours(folder))
             except OSError as exc:
                 raise StateError(f"cannot create its folder: {exc.strerror}", path=self.path) from None
+            _keep_private(self.path)
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -198,6 +207,25 @@ class SQLiteDatabase(Database):
                 path=self.path,
             )
         return StateError(f"{type(exc).__name__}: {text}", path=self.path)
+
+
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` is agent-apps' own: the agent-apps home, or a ``.agent-apps``."""
+    return folder.name == ".agent-apps" or folder.resolve() == agent_apps_home().resolve()
+
+
+def _keep_private(path: str) -> None:
+    """Make the database ``0600`` before SQLite opens it (SQLite gives its ``-wal`` and
+    ``-shm`` the mode of the database), and tighten the three files if they are wider."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # there already (or not ours to make: SQLite says why when it opens)
+        pass
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            private_file(path + suffix)
+        except OSError:  # another user's store: SQLite's own error says more
+            pass
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -4,7 +4,8 @@ PostgreSQL or between two of either (docs/state.md).
 Every table is copied, rows as they are (ids, times, JSON text byte for byte), in one
 read transaction of the source (one snapshot of it, whatever writes it meanwhile) and
 one write transaction of the target: the target gets all of it or, on any error,
-nothing. Both stores are opened as usual first (created and migrated to this release's
+nothing. (The counter of run changes is not copied: it is set after the copy to the
+last change number of the runs copied.) Both stores are opened as usual first (created and migrated to this release's
 schema when older), so they have the same tables. Rows are read a page at a time
 (:data:`PAGE` rows, in key order), so a store of any size is copied in bounded memory.
 
@@ -34,6 +35,7 @@ PAGE = 1000
 #: deleted in the reverse one): its name, what is copied, and the key pages are read by.
 #: The journal and the agents of a run are read in ``rowid`` order, the order they were
 #: written in, which is not copied: the target numbers them again, in the same order.
+#: ``session_queue`` is not copied: its tickets belong to processes running now.
 TABLES: tuple[tuple[str, str, str], ...] = (
     (
         "sessions",
@@ -41,8 +43,17 @@ TABLES: tuple[tuple[str, str, str], ...] = (
         "id",
     ),
     ("messages", "session_id, seq, run_id, created_at, role, tokens, body, stale", "session_id, seq"),
-    ("runs", "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens", "id"),
-    ("agents", "run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace", "rowid"),
+    (
+        "runs",
+        "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq",
+        "id",
+    ),
+    (
+        "agents",
+        "run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace, seq, live, "
+        "input_tokens, output_tokens, cost_usd",
+        "rowid",
+    ),
     ("journal", "run_id, agent, key, kind, body, created_at", "rowid"),
     ("checkpoints", "run_id, invocation, pending, decision, attempts, updated_at", "run_id"),
     (
@@ -58,6 +69,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("subscriptions", "id, topic, ref, created_at, created_by, authority", "id"),
     ("memory_files", "id, path, size, mtime_ns, digest, chunks, indexed_at", "id"),
     ("memory_chunks", "rowid, text, heading, line", "rowid"),
+    ("batch_runs", "output, idx, input_hash, run_id, started_at", "output, idx"),
 )
 
 
@@ -93,6 +105,8 @@ def copy_store(source: StateStore, target: StateStore, *, replace: bool = False)
                 copied[table] += len(page)
         if target.db.dialect.sync_ids:
             writing.execute(target.db.dialect.sync_ids)
+        # the next change to a run is numbered after every one copied (watchers, docs/console.md)
+        writing.execute("UPDATE run_changes SET n = (SELECT coalesce(max(seq), 0) FROM runs) WHERE id = 1")
     return copied
 
 
@@ -115,6 +129,7 @@ _NOUNS = {
     "subscriptions": ("subscription", "subscriptions"),
     "memory_files": ("indexed file", "indexed files"),
     "memory_chunks": ("memory chunk", "memory chunks"),
+    "batch_runs": ("batch input run", "batch input runs"),
 }
 
 

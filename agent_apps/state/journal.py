@@ -23,7 +23,7 @@ from typing import Any
 
 from ._db import Database
 from .errors import NotResumable
-from .runs import INTERRUPTED, RunInfo, find_run
+from .runs import INTERRUPTED, RunInfo, find_run, touch_run
 
 __all__ = ["DECISIONS", "FINISHED", "Checkpoint", "Journal", "JournalEntry"]
 
@@ -116,6 +116,7 @@ class Journal:
                 "UPDATE checkpoints SET pending = ?, decision = NULL, updated_at = ? WHERE run_id = ?",
                 (_dump(pending), time.time(), run_id),
             )
+            touch_run(conn, run_id)
 
     def settle(self, run_id: str) -> None:
         """The decision was applied: the run waits for nothing any more."""
@@ -124,6 +125,7 @@ class Journal:
                 "UPDATE checkpoints SET pending = NULL, decision = NULL, updated_at = ? WHERE run_id = ?",
                 (time.time(), run_id),
             )
+            touch_run(conn, run_id)
 
     def forget(self, run_id: str, agent: str | None = None) -> None:
         """Delete a run's journal (one agent's, with ``agent``) and, for the whole run,
@@ -144,6 +146,7 @@ class Journal:
                 "AND host = ? AND NOT EXISTS (SELECT 1 FROM agents WHERE run_id = runs.id AND status = 'running')",
                 (time.time(), run_id, os.getpid(), _HOST),
             )
+            touch_run(conn, run_id)
 
     # -- the human's side ----------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class Journal:
                 "UPDATE checkpoints SET decision = ?, updated_at = ? WHERE run_id = ?",
                 (_dump(decision), time.time(), run.id),
             )
+            touch_run(conn, run.id)
         return Checkpoint(run.id, point.invocation, point.pending, decision, point.attempts)
 
     def claim(self, run_id: str) -> tuple[RunInfo, Checkpoint]:
@@ -184,7 +188,7 @@ class Journal:
                 raise NotResumable("run", run.id, f"cannot be resumed: {why}")
             if run.status in FINISHED:
                 raise NotResumable("run", run.id, f"cannot be resumed: it already ended (status {run.status})")
-            if run.status == "running" and not run.process_gone:
+            if run.status == "running":  # a run whose process is gone reads as interrupted
                 where = f"process {run.pid}" + (f" on {run.host}" if run.host != _HOST else "")
                 raise NotResumable("run", run.id, f"cannot be resumed: it is still running ({where})")
             if run.status == "waiting-approval" and point.pending is not None and point.decision is None:
@@ -204,6 +208,7 @@ class Journal:
                 "UPDATE checkpoints SET attempts = attempts + 1, updated_at = ? WHERE run_id = ?",
                 (time.time(), run.id),
             )
+            touch_run(conn, run.id)
         return run, Checkpoint(run.id, point.invocation, point.pending, point.decision, point.attempts + 1)
 
     # -- reading -------------------------------------------------------------------------

@@ -12,6 +12,10 @@ turn about what ten do.
 * **Freshness**: every search compares each file's size and mtime with what was
   indexed; a changed file is read again and, when its content changed (SHA-256),
   re-indexed in one transaction. A file that is gone loses its chunks.
+* **Files are read as the host reads for an agent** (:mod:`agent_apps.host_files`):
+  inside their folder once links are resolved, outside the denied paths, regular, at
+  most :data:`MAX_MEMORY_BYTES`. A file refused is not indexed, and loses the chunks
+  an earlier version left (the agent's workspace check warns about it).
 * **Queries** are the message's words (minus common English words), any of which may
   match: no query syntax from the message reaches the engine. The rarest words are kept
   until together they match :data:`MAX_POSTINGS` chunks; the more common rest is left
@@ -33,14 +37,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._markdown import strip_markdown
+from ..host_files import check_host_file, read_host_file
 
 if TYPE_CHECKING:
     from ._db import Connection, Database, Dialect
 
-__all__ = ["MAX_CHUNK", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "query_terms"]
+__all__ = ["MAX_CHUNK", "MAX_MEMORY_BYTES", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "query_terms"]
 
 #: Characters of one chunk at most.
 MAX_CHUNK = 1200
+#: The largest memory file indexed (about 100,000 one-line facts).
+MAX_MEMORY_BYTES = 16 * 1024 * 1024
 #: Query terms at most (the first ones of the message).
 MAX_TERMS = 32
 #: Chunks the kept query terms may match together (the cost of ranking grows with it).
@@ -186,12 +193,15 @@ class MemoryIndex:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def search(self, files: Sequence[str | os.PathLike[str]], query: str, *, k: int = 5) -> list[Hit]:
+    def search(
+        self, files: Sequence[str | os.PathLike[str]], query: str, *, k: int = 5, denied: Sequence[str] = ()
+    ) -> list[Hit]:
         """The ``k`` chunks of ``files`` that best match ``query`` (best first); each
-        file is (re-)indexed first when it changed."""
+        file is (re-)indexed first when it changed. ``denied``: path-policy entries no
+        file may resolve into, besides the built-in ones."""
         ranges = []
         for path in files:
-            ident = self.sync(path)
+            ident = self.sync(path, denied=denied)
             if ident is not None:
                 ranges.append((str(path), ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT))
         terms = query_terms(query)
@@ -213,20 +223,27 @@ class MemoryIndex:
             for rowid, text, heading, line, score in rows
         ]
 
-    def sync(self, path: str | os.PathLike[str]) -> int | None:
+    def sync(self, path: str | os.PathLike[str], *, denied: Sequence[str] = ()) -> int | None:
         """Index ``path`` if it changed since it was indexed; its id, or None when it
-        does not exist (then its chunks are dropped)."""
+        does not exist or is refused (then its chunks are dropped). It must stay inside
+        its own folder once links are resolved."""
+        folder = Path(path).parent
         key = str(Path(path).resolve())
         try:
+            check_host_file(path, folder=folder, denied=denied, limit=MAX_MEMORY_BYTES)
             stat = os.stat(key)
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # gone, or refused (a link out, a FIFO, too large...)
             self.forget(key)
             return None
         with self.db.read() as conn:
             row = conn.execute("SELECT id, size, mtime_ns, digest FROM memory_files WHERE path = ?", (key,)).fetchone()
         if row is not None and (row[1], row[2]) == (stat.st_size, stat.st_mtime_ns):
             return int(row[0])
-        data = Path(key).read_bytes()
+        try:
+            data = read_host_file(path, limit=MAX_MEMORY_BYTES, folder=folder, denied=denied)
+        except OSError:
+            self.forget(key)
+            return None
         digest = hashlib.sha256(data).hexdigest()
         if row is not None and row[3] == digest:  # touched, not changed
             with self.db.write() as conn:

@@ -38,7 +38,7 @@ from ..authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as
 from ..errors import ToolNotAllowed
 from ..skill import Skill, is_skill_name
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
-from .runs import find_run
+from .runs import find_run, touch_run
 from .sessions import session_id_problem
 from .snapshot import _line, _parse, check_export
 
@@ -80,6 +80,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "started_at": {"type": "number"},
                 "ended_at": {"type": ["number", "null"]},
                 "usage": {"type": "object"},
+                "cost_usd": {"type": "number", "minimum": 0},
             },
             "required": ["id", "name", "status", "started_at"],
         },
@@ -139,10 +140,7 @@ def export_run(store: StateStore, run_id: str) -> dict[str, Any]:
     agents = store.runs.agents(run.id)
     point = store.journal.checkpoint(run.id)
     entries = store.journal.entries(run.id)
-    info = run.to_json()
-    info.pop("process_gone", None)
-    if run.process_gone:
-        info["status"] = "interrupted"
+    info = run.to_json()  # a run whose process is gone is interrupted already
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -187,9 +185,10 @@ def import_run(
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
         made = conn.execute(
             "INSERT INTO runs (id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, "
-            "output_tokens) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (run["id"], run.get("session_id"), run["name"], run["status"], run["started_at"], run.get("ended_at"),
-             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+             float(run.get("cost_usd") or 0)),
         ).rowcount  # fmt: skip
         if not made:  # imported by another process meanwhile
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
@@ -204,6 +203,7 @@ def import_run(
             ],
         )  # fmt: skip
         store.journal.restore(conn, run["id"], point, data["journal"])
+        touch_run(conn, run["id"])
     return run
 
 

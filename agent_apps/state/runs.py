@@ -4,11 +4,17 @@ A run is one invocation tree (``ctx.run.run_id``). The agents in it are rows of 
 own (``agents``: id, parent, depth), so a sub-agent started from agent code shows as a
 child of the agent whose code started it. A run's status is that of its outermost
 agents: ``running`` while one runs, else the status of the last one to end.
+
+Watchers (the console) follow runs as they change: every write to a run or its agents
+gives them the next number of ``runs.seq`` (:func:`touch_run`), so :meth:`Runs.latest`
+and :meth:`Runs.changed` tell what changed after the number a watcher saw, and an
+agent's ``live`` column holds the turn it has in flight.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import os
 import socket
@@ -22,7 +28,10 @@ from .errors import NotFound
 if TYPE_CHECKING:
     from ..run_record import RunRecord
 
-__all__ = ["STATUSES", "AgentInfo", "RunInfo", "Runs"]
+__all__ = [
+    "INTERRUPTED", "STATUSES", "WAITING", "AgentInfo", "RunInfo", "Runs", "find_run", "process_gone", "touch_run",
+    "touch_runs",
+]
 
 #: A run's status: ``running`` while it runs, then one of the others.
 STATUSES = (
@@ -38,9 +47,9 @@ STATUSES = (
     "waiting-approval",
     "interrupted",
 )
-#: The status of an agent whose process died (set when the run is resumed in another),
-#: and of an imported run that was running when it was exported. ``runs list`` also
-#: shows a run still ``running`` whose process is gone as interrupted.
+#: The status of a run (and its agents) whose process died: read so from a row still
+#: marked running whose process is gone, stored so when the run is resumed in another
+#: process, and for an imported run that was running when it was exported.
 INTERRUPTED = "interrupted"
 
 _HOST = socket.gethostname()
@@ -58,20 +67,20 @@ class RunInfo:
     host: str | None
     input_tokens: int
     output_tokens: int
+    #: USD, from the price table (0 when the model's price is not known).
+    cost_usd: float = 0.0
+    #: The number of the run's last change (see :func:`touch_run`).
+    seq: int = 0
 
-    @property
-    def process_gone(self) -> bool:
-        """A run still marked ``running`` whose process on this host has ended (it was
-        killed, or the machine went down): it will never finish."""
-        if self.status != "running" or self.host != _HOST or not self.pid:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> RunInfo:
+        """The run of a ``runs`` row; one still marked ``running`` whose process on this
+        host has ended (killed, or the machine went down) is ``interrupted``: it will
+        never finish by itself."""
+        info = cls(*row)
+        if info.status == "running" and process_gone(info.pid, info.host):
+            return dataclasses.replace(info, status=INTERRUPTED)
+        return info
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -84,9 +93,8 @@ class RunInfo:
             "pid": self.pid,
             "host": self.host,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "cost_usd": round(self.cost_usd, 8),
         }
-        if self.process_gone:
-            data["process_gone"] = True
         return data
 
 
@@ -103,9 +111,13 @@ class AgentInfo:
     ended_at: float | None
     report: dict[str, Any] | None
     trace: list[dict[str, Any]] | None
+    #: The turn in flight (a report step so far), while the agent runs.
+    live: dict[str, Any] | None = None
+    #: The number of the agent's last change (see :func:`touch_run`).
+    seq: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "parent_id": self.parent_id,
             "depth": self.depth,
@@ -117,13 +129,116 @@ class AgentInfo:
             "report": self.report,
             "trace": self.trace,
         }
+        if self.live is not None:
+            data["live"] = self.live
+        return data
 
 
-_RUN_COLUMNS = "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens"
+_RUN_COLUMNS = (
+    "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq"
+)
+_AGENT_COLUMNS = (
+    "run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace, live, seq"
+)
+#: The status of a run whose call waits for a human's decision.
+WAITING = "waiting-approval"
+#: A LIMIT that takes every row (the same on every backend, unlike -1 or ALL).
+_ALL = 2**62
+
+
+def process_gone(pid: int | None, host: str | None) -> bool:
+    """Whether the process ``pid`` on ``host`` has ended (known only for this host)."""
+    if host != _HOST or not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def touch_run(conn: Connection, run_id: str) -> int:
+    """Give the run ``run_id`` the next change number (inside the caller's write
+    transaction); returns it, for the agent that changed to take too."""
+    return touch_runs(conn, [run_id])
+
+
+def touch_runs(conn: Connection, run_ids: builtins.list[str]) -> int:
+    """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
+
+    The number comes from the one row of ``run_changes``, whose update holds that row
+    until the transaction ends: numbers are handed out in the order the changes commit,
+    on either backend, so a watcher that saw number N misses no change numbered below.
+    The runs' rows are taken first, the counter's last, as every transaction that
+    changes a run does (on PostgreSQL, which locks rows, no two can wait for each other)."""
+    if not run_ids:
+        return 0
+    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
+    seq = int(conn.execute("UPDATE run_changes SET n = n + 1 WHERE id = 1 RETURNING n").fetchone()[0])
+    conn.executemany("UPDATE runs SET seq = ? WHERE id = ?", [(seq, run_id) for run_id in run_ids])
+    return seq
+
+
+def _agent(row: tuple[Any, ...], gone: bool) -> AgentInfo:
+    """The agent of an ``agents`` row; ``gone``: its run's process died, so an agent
+    still marked running is ``interrupted``."""
+    run_id, ident, parent, depth, name, session, status, started, ended, report, trace, live, seq = row
+    if gone and status == "running":
+        status = INTERRUPTED
+    return AgentInfo(
+        run_id,
+        ident,
+        parent,
+        depth,
+        name,
+        session,
+        status,
+        started,
+        ended,
+        json.loads(report) if report else None,
+        json.loads(trace) if trace else None,
+        json.loads(live) if live else None,
+        seq,
+    )
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern matching ``text`` anywhere (``%``, ``_`` and ``\\`` taken literally)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _where(
+    session: str | None, status: str | None, name: str | None, text: str | None
+) -> tuple[str, builtins.list[Any]]:
+    """The WHERE clause of a filtered run list, and its parameters."""
+    clauses: builtins.list[str] = []
+    params: builtins.list[Any] = []
+    if session is not None:
+        clauses.append("id IN (SELECT run_id FROM agents WHERE session_id = ?)")
+        params.append(session)
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(status)
+    if name is not None:
+        clauses.append("name = ?")
+        params.append(name)
+    if text:
+        # the run's id, skill and session, and what its agents' reports recorded (JSON
+        # text), ignoring case (lower() on both sides: LIKE itself ignores it on SQLite only)
+        plain, quoted = _like(text.lower()), _like(json.dumps(text.lower(), ensure_ascii=False)[1:-1])
+        clauses.append(
+            "(lower(id) LIKE ? ESCAPE '\\' OR lower(name) LIKE ? ESCAPE '\\' "
+            "OR lower(coalesce(session_id, '')) LIKE ? ESCAPE '\\' "
+            "OR EXISTS (SELECT 1 FROM agents WHERE run_id = runs.id AND lower(report) LIKE ? ESCAPE '\\'))"
+        )
+        params += [plain, plain, plain, quoted]
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
 def find_run(conn: Connection, run_id: str, *, lock: str = "") -> RunInfo:
@@ -135,9 +250,9 @@ def find_run(conn: Connection, run_id: str, *, lock: str = "") -> RunInfo:
     ).fetchall()
     exact = [row for row in rows if row[0] == run_id]
     if exact:
-        return RunInfo(*exact[0])
+        return RunInfo.from_row(exact[0])
     if len(rows) == 1 and run_id:
-        return RunInfo(*rows[0])
+        return RunInfo.from_row(rows[0])
     if len(rows) > 1:
         raise NotFound("run", run_id, "that prefix matches several runs: give more of the id")
     raise NotFound("run", run_id, "agent-apps runs list shows the runs")
@@ -164,32 +279,48 @@ class Runs:
             if record.parent is None:
                 conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (record.run_id,))
             conn.execute(
-                "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-                (record.run_id, record.agent_id, record.parent, record.depth, name, record.session_id, now),
+                "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                (
+                    record.run_id,
+                    record.agent_id,
+                    record.parent,
+                    record.depth,
+                    name,
+                    record.session_id,
+                    now,
+                    touch_run(conn, record.run_id),
+                ),
             )
 
     def report(self, record: RunRecord, report: dict[str, Any]) -> None:
-        """The report so far (after each turn), so a crashed run still shows its turns."""
+        """The report so far (after each turn), so a crashed run still shows its turns;
+        the turn in flight is then over."""
         with self.db.write() as conn:
             conn.execute(
-                "UPDATE agents SET report = ? WHERE run_id = ? AND id = ?",
-                (_dump(report), record.run_id, record.agent_id),
+                "UPDATE agents SET report = ?, live = NULL, seq = ? WHERE run_id = ? AND id = ?",
+                (_dump(report), touch_run(conn, record.run_id), record.run_id, record.agent_id),
+            )
+            _add_totals(conn, record, report)
+
+    def live(self, record: RunRecord, step: str) -> None:
+        """The turn the agent has in flight (``step``: JSON text), for watchers."""
+        with self.db.write() as conn:
+            conn.execute(
+                "UPDATE agents SET live = ?, seq = ? WHERE run_id = ? AND id = ? AND status = 'running'",
+                (step, touch_run(conn, record.run_id), record.run_id, record.agent_id),
             )
 
     def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
         """An agent run ended with ``status``; its usage counts toward the run's."""
         now = time.time()
-        usage = report.get("usage") or {}
         with self.db.write() as conn:
             conn.execute(
-                "UPDATE agents SET status = ?, ended_at = ?, report = ? WHERE run_id = ? AND id = ?",
-                (status, now, _dump(report), record.run_id, record.agent_id),
+                "UPDATE agents SET status = ?, ended_at = ?, report = ?, live = NULL, seq = ? "
+                "WHERE run_id = ? AND id = ?",
+                (status, now, _dump(report), touch_run(conn, record.run_id), record.run_id, record.agent_id),
             )
-            conn.execute(
-                "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?",
-                (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), record.run_id),
-            )
+            _add_totals(conn, record, report)
             if record.parent is None:
                 running = conn.execute(
                     "SELECT 1 FROM agents WHERE run_id = ? AND parent_id IS NULL AND status = 'running'",
@@ -203,21 +334,70 @@ class Runs:
         with self.db.write() as conn:
             conn.execute("UPDATE agents SET trace = ? WHERE run_id = ? AND id = ?", (_dump(trace), run_id, agent_id))
 
+    def take_over(self, run_id: str) -> bool:
+        """Run ``run_id`` again from its start in this process (a run that cannot be
+        resumed from a journal): it is marked running here, and its agents still marked
+        running become ``interrupted``. False when it is still running in a live process."""
+        with self.db.write() as conn:
+            run = find_run(conn, run_id)
+            if run.status == "running":
+                return False
+            conn.execute(
+                "UPDATE runs SET status = 'running', ended_at = NULL, pid = ?, host = ? WHERE id = ?",
+                (os.getpid(), _HOST, run.id),
+            )
+            conn.execute("UPDATE agents SET status = ? WHERE run_id = ? AND status = 'running'", (INTERRUPTED, run.id))
+        return True
+
     # -- reading ---------------------------------------------------------------------------
 
-    def list(self, *, session: str | None = None, limit: int | None = None) -> builtins.list[RunInfo]:
-        """Runs, newest first; ``session``: those with an agent in that session."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
-        params: builtins.list[Any] = []
-        if session is not None:
-            sql += " WHERE id IN (SELECT run_id FROM agents WHERE session_id = ?)"
-            params.append(session)
-        sql += " ORDER BY started_at DESC, id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+    def list(
+        self,
+        *,
+        session: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        status: str | None = None,
+        name: str | None = None,
+        text: str | None = None,
+        waiting_first: bool = False,
+    ) -> builtins.list[RunInfo]:
+        """Runs, newest first (``waiting_first``: those waiting for approval before the
+        rest), ``limit`` of them after the first ``offset``. Filters: ``session`` (an
+        agent of the run is in it), ``status``, ``name`` (the skill first invoked) and
+        ``text`` (in the run's id, name, session or its agents' reports)."""
+        where, params = _where(session, status, name, text)
+        first = f"status = '{WAITING}' DESC, " if waiting_first else ""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY {first}started_at DESC, id"
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params += [_ALL if limit is None else limit, offset]
         with self.db.read() as conn:
-            return [RunInfo(*row) for row in conn.execute(sql, params).fetchall()]
+            return [RunInfo.from_row(row) for row in conn.execute(sql, params).fetchall()]
+
+    def count(
+        self,
+        *,
+        session: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        text: str | None = None,
+    ) -> int:
+        """How many runs :meth:`list` gives with these filters and no limit."""
+        where, params = _where(session, status, name, text)
+        with self.db.read() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0])
+
+    def names(self, limit: int = 500) -> builtins.list[str]:
+        """The names runs have (the skills first invoked), sorted."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT DISTINCT name FROM runs ORDER BY name LIMIT ?", (limit,)).fetchall()
+        return [row[0] for row in rows]
+
+    def latest(self) -> int:
+        """The number of the last change to any run (0: none yet); see :func:`touch_run`."""
+        with self.db.read() as conn:
+            return int(conn.execute("SELECT n FROM run_changes WHERE id = 1").fetchone()[0])
 
     def prune(self, before: float, *, dry_run: bool = False) -> builtins.list[RunInfo]:
         """Delete the runs that ended before ``before`` (a time), with their agents'
@@ -229,7 +409,8 @@ class Runs:
         if rows and not dry_run:
             with self.db.write() as conn:
                 conn.executemany("DELETE FROM runs WHERE id = ?", [(row[0],) for row in rows])
-        return [RunInfo(*row) for row in rows]
+                conn.execute("UPDATE run_changes SET n = n + 1 WHERE id = 1")  # watchers: runs went away
+        return [RunInfo.from_row(row) for row in rows]
 
     def get(self, run_id: str) -> RunInfo:
         """The run of that id, or of a unique prefix of it (as printed by ``runs list``)."""
@@ -240,23 +421,50 @@ class Runs:
         """The agent runs of a run, in the order they started."""
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace "
-                "FROM agents WHERE run_id = ? ORDER BY started_at, rowid",
-                (run_id,),
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE run_id = ? ORDER BY started_at, rowid", (run_id,)
             ).fetchall()
-        return [
-            AgentInfo(
-                run_id,
-                ident,
-                parent,
-                depth,
-                name,
-                session,
-                status,
-                started,
-                ended,
-                json.loads(report) if report else None,
-                json.loads(trace) if trace else None,
-            )
-            for run_id, ident, parent, depth, name, session, status, started, ended, report, trace in rows
-        ]
+            owner = conn.execute("SELECT pid, host FROM runs WHERE id = ?", (run_id,)).fetchone()
+        gone = owner is not None and process_gone(*owner)  # its agents still marked running never end
+        return [_agent(row, gone) for row in rows]
+
+    def changed(self, run_id: str, after: int) -> tuple[RunInfo, builtins.list[AgentInfo]] | None:
+        """The run ``run_id`` (the whole id) and its agents that changed after change
+        number ``after``, read together; None when nothing changed since."""
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise NotFound("run", run_id, "it was removed")
+            run = RunInfo.from_row(row)
+            if run.seq <= after:
+                return None
+            rows = conn.execute(
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE run_id = ? AND seq > ? ORDER BY started_at, rowid",
+                (run_id, after),
+            ).fetchall()
+        return run, [_agent(row, run.status == INTERRUPTED) for row in rows]
+
+
+def _add_totals(conn: Connection, record: RunRecord, report: dict[str, Any]) -> None:
+    """Set an agent's token and cost totals from its report, and add what changed to
+    the run's (a report is written after every turn, so the run's grow as it runs)."""
+    usage = report.get("usage") or {}
+    totals = (
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        float(report.get("cost_usd") or 0.0),
+    )
+    before = conn.execute(
+        "SELECT input_tokens, output_tokens, cost_usd FROM agents WHERE run_id = ? AND id = ?",
+        (record.run_id, record.agent_id),
+    ).fetchone()
+    if before is None:
+        return
+    conn.execute(
+        "UPDATE agents SET input_tokens = ?, output_tokens = ?, cost_usd = ? WHERE run_id = ? AND id = ?",
+        (*totals, record.run_id, record.agent_id),
+    )
+    conn.execute(
+        "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+        "cost_usd = cost_usd + ? WHERE id = ?",
+        (*(now - then for now, then in zip(totals, before, strict=True)), record.run_id),
+    )

@@ -28,6 +28,7 @@ from ..authority import Authority
 from ..timing import CATCH_UP, When, iso
 from ._db import Cursor, Database
 from .errors import AlreadyExists, NotFound
+from .runs import touch_runs
 
 __all__ = ["MAX_CATCH_UP", "Claim", "Claimed", "ScheduleInfo", "Schedules"]
 
@@ -176,15 +177,16 @@ class Schedules:
             conn.execute("DELETE FROM schedules WHERE id = ?", (info.id,))
         return info
 
-    def runs_of(self, key: str) -> builtins.list[dict[str, Any]]:
-        """The due times a schedule has run, oldest first."""
+    def runs_of(self, key: str, *, last: int | None = None) -> builtins.list[dict[str, Any]]:
+        """The due times a schedule has run, oldest first (``last``: only the latest N)."""
         info = self.get(key)
+        sql = "SELECT due_at, run_id, status, claimed_at, ended_at, pid, host, error FROM schedule_runs "
         with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT due_at, run_id, status, claimed_at, ended_at, pid, host, error FROM schedule_runs "
-                "WHERE schedule_id = ? ORDER BY due_at",
-                (info.id,),
-            ).fetchall()
+            if last is None:
+                rows = conn.execute(sql + "WHERE schedule_id = ? ORDER BY due_at", (info.id,)).fetchall()
+            else:
+                latest = conn.execute(sql + "WHERE schedule_id = ? ORDER BY due_at DESC LIMIT ?", (info.id, last))
+                rows = latest.fetchall()[::-1]
         keys = ("due_at", "run_id", "status", "claimed_at", "ended_at", "pid", "host", "error")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -244,6 +246,7 @@ class Schedules:
                     out.claims.append(claim)
                 else:  # cannot happen while next_at only moves forward; never run it twice
                     conn.execute("DELETE FROM runs WHERE id = ?", (claim.run_id,))
+            touch_runs(conn, [claim.run_id for claim in out.claims])
         return out
 
     def finish_run(self, claim: Claim, *, status: str, error: str | None = None, now: float | None = None) -> None:
@@ -263,6 +266,7 @@ class Schedules:
                 "UPDATE schedule_runs SET status = ?, ended_at = ?, error = ? WHERE schedule_id = ? AND due_at = ?",
                 (status, now, error, claim.schedule.id, claim.due_at),
             )
+            touch_runs(conn, [claim.run_id])
 
 def _info(row: tuple[Any, ...]) -> ScheduleInfo:
     """A row of ``_COLUMNS``, or of ``_WITH_RUNS`` (then with its runs and last run)."""

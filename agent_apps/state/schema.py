@@ -364,6 +364,96 @@ UPDATE subscriptions SET authority = json_build_object('allowed_tools', ref, 'un
     WHERE created_by IS NOT NULL;
 """
 
+_V6 = """
+-- The runs of a session, one at a time (agent_apps/state/session_queue.py): a ticket per
+-- run that waits for or holds its session, in arrival order. `host`, `namespace`, `pid`
+-- and `started` name the process, so a ticket of a process that died is known dead on
+-- its machine; elsewhere it is dead once `alive_at` is older than the lease.
+CREATE TABLE session_queue (
+    ticket INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    namespace TEXT,
+    pid INTEGER NOT NULL,
+    started TEXT,
+    alive_at REAL NOT NULL
+);
+CREATE INDEX session_queue_session ON session_queue (session_id, ticket);
+"""
+
+_V7 = """
+-- The run each input of `agent-apps batch` started, by results file (absolute path) and
+-- input index, recorded before the run starts: `--resume` takes an interrupted one up
+-- from its journal instead of running the input again (agent_apps/state/batch_runs.py).
+CREATE TABLE batch_runs (
+    output TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    input_hash TEXT,
+    run_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (output, idx)
+);
+"""
+
+_PG_V6 = """
+CREATE TABLE session_queue (
+    ticket BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    host TEXT COLLATE "C" NOT NULL,
+    namespace TEXT COLLATE "C",
+    pid BIGINT NOT NULL,
+    started TEXT COLLATE "C",
+    alive_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX session_queue_session ON session_queue (session_id, ticket);
+"""
+
+_PG_V7 = """
+CREATE TABLE batch_runs (
+    output TEXT COLLATE "C" NOT NULL,
+    idx BIGINT NOT NULL,
+    input_hash TEXT COLLATE "C",
+    run_id TEXT COLLATE "C" NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (output, idx)
+);
+"""
+
+_V8 = """
+-- What watchers (the console, docs/console.md) read. Every change to a run or to one of
+-- its agents gives the run, and that agent, the next number of the one row of
+-- `run_changes` (taken by an update, so numbers follow the order changes commit): a
+-- watcher asks for what changed after the number it saw. `agents.live` is the turn an
+-- agent has in flight (JSON, as a report's step); the token and cost columns hold each
+-- agent's totals so far, and the run's the sum of its agents'.
+ALTER TABLE runs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE INDEX runs_seq ON runs (seq);
+ALTER TABLE agents ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN live TEXT;
+ALTER TABLE agents ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT INTO run_changes (id, n) VALUES (1, 0);
+"""
+
+_PG_V8 = f"""
+ALTER TABLE runs ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE INDEX runs_seq ON runs (seq);
+ALTER TABLE agents ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN live {_T};
+ALTER TABLE agents ADD COLUMN input_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN output_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE agents ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL);
+INSERT INTO run_changes (id, n) VALUES (1, 0);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema, in each backend's SQL (a script of statements)."""
@@ -379,4 +469,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V3, _PG_V3),
     Migration(_V4, _PG_V4),
     Migration(_V5, _PG_V5),
+    Migration(_V6, _PG_V6),
+    Migration(_V7, _PG_V7),
+    Migration(_V8, _PG_V8),
 )

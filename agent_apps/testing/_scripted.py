@@ -10,12 +10,13 @@ subclass only says how its API's requests are routed and its replies framed. A t
 
 from __future__ import annotations
 
+import itertools
 import json
 import select
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, TypedDict
@@ -48,6 +49,11 @@ class Turn(TypedDict, total=False):
     message: str
     status: int
     mid_stream: bool
+    flood: bool
+    trickle: float
+    no_stop: bool | str
+    raw_usage: Any
+    redirect: str
 
 
 TurnLike = Turn | Mapping[str, Any] | str
@@ -58,6 +64,10 @@ TurnSource = TurnLike | Callable[[dict[str, Any]], TurnLike]
 
 StreamOutcome = Literal["complete", "error", "client_disconnected", "server_closed"]
 
+#: How many frames a ``flood`` turn sends at most: endless for any client under test
+#: (a few hundred MB), finite so that a client that never stops cannot hang the test.
+_FLOOD_FRAMES = 10_000_000
+
 
 # -- turns --------------------------------------------------------------------------------------
 
@@ -65,6 +75,12 @@ StreamOutcome = Literal["complete", "error", "client_disconnected", "server_clos
 def chunks(text: str, size: int) -> list[str]:
     size = max(1, size)
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def flood_text(number: int, size: int) -> str:
+    """The text of a flood's ``number``-th delta: ``size`` characters, each delta
+    different (a client may drop repeated chunks)."""
+    return f"{number:x} ".ljust(max(1, size), "~")
 
 
 def estimate_tokens(value: Any) -> int:
@@ -89,6 +105,14 @@ class Rendered:
     #: convention; an OpenAI-shaped fake adds them into its ``prompt_tokens``)
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    #: ``{"input": ..., "output": ...}`` sent as the token counts verbatim (a lying peer).
+    raw_usage: Mapping[str, Any] | None = None
+
+    def counts(self) -> tuple[Any, Any]:
+        """The input and output token counts to send: the turn's ``raw_usage`` if any."""
+        if self.raw_usage is not None:
+            return self.raw_usage.get("input"), self.raw_usage.get("output")
+        return self.input_tokens, self.output_tokens
 
 
 def render(turn: Mapping[str, Any], prompt: Any, request_number: int) -> Rendered:
@@ -122,6 +146,7 @@ def render(turn: Mapping[str, Any], prompt: Any, request_number: int) -> Rendere
         latency_ms=int(turn.get("latency_ms", 1)),
         cache_read_tokens=int(usage.get("cacheReadInputTokens", usage.get("cache_read_tokens")) or 0),
         cache_write_tokens=int(usage.get("cacheWriteInputTokens", usage.get("cache_write_tokens")) or 0),
+        raw_usage=turn.get("raw_usage"),
     )
 
 
@@ -171,6 +196,13 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def send_redirect(self, location: str) -> None:
+        """A ``307 Temporary Redirect`` to ``location`` (a turn's ``redirect``)."""
+        self.send_response(307)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def send_stream(
         self,
         record: Any,
@@ -180,14 +212,33 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         content_type: str,
         error: bool = False,
         headers: Mapping[str, str] | None = None,
+        ending: Sequence[bytes] = (),
+        flood: Callable[[int], bytes] | None = None,
     ) -> None:
-        """Send ``frames`` as a chunked body, paced by the turn's ``delay`` and stalled at
-        its ``hang_after``; ``record.events_sent`` and ``record.stream_outcome`` say how far
-        it got and how it ended (``error``: the last frame reports an error)."""
+        """Send ``frames`` then ``ending`` as a chunked body, paced by the turn's ``delay``
+        and stalled at its ``hang_after``; ``record.events_sent`` and
+        ``record.stream_outcome`` say how far it got and how it ended (``error``: the
+        last frame reports an error).
+
+        A hostile peer, by the turn's keys: ``flood`` sends ``flood(n)`` frames (content
+        deltas, ``n`` counting from 0) after ``frames`` forever instead of the ending; ``trickle``
+        (seconds) writes the body one byte at a time; ``no_stop`` replaces the ending
+        with the first half of its first frame (``"clean"``: with nothing), then ends
+        the body cleanly (a reply cut off mid-frame, with no stop event)."""
         fake = self.server.fake
         delay = float(turn.get("delay", fake.chunk_delay))
         hang_after = turn.get("hang_after")
         outcome: StreamOutcome = "error" if error else "complete"
+        if turn.get("flood") and flood is not None:
+            body: Iterable[bytes] = itertools.chain(frames, map(flood, range(_FLOOD_FRAMES)))
+            count = len(frames) + _FLOOD_FRAMES
+        else:
+            tail = list(ending)
+            if turn.get("no_stop"):  # true: cut mid-frame; "clean": the content, then nothing
+                tail = [ending[0][: len(ending[0]) // 2]] if ending and turn["no_stop"] is True else []
+            body = [*frames, *tail]
+            count = len(frames) + len(tail)
+        trickle = float(turn.get("trickle") or 0)
         fake._stream_started()  # before the headers, so wait_streams_ended() can't miss it
         try:
             self.send_response(200)
@@ -196,7 +247,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            for number, data in enumerate(frames):
+            for number, data in enumerate(body):
                 if hang_after is not None and number == int(hang_after):
                     hang_result = self._hang()
                     if hang_result is not None:
@@ -207,9 +258,12 @@ class ScriptedHandler(BaseHTTPRequestHandler):
                     break
                 # Bookkeeping first: the client may act on this frame before write() returns.
                 record.events_sent += 1
-                if number == len(frames) - 1:
+                if number == count - 1:
                     record.stream_outcome = outcome
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                if trickle:
+                    self._trickle(data, trickle)
+                else:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             else:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:  # BrokenPipeError, ConnectionResetError...
@@ -220,6 +274,15 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         if outcome in ("client_disconnected", "server_closed"):
             # The chunked body was cut short: the connection cannot be reused.
             self.close_connection = True
+
+    def _trickle(self, data: bytes, pause: float) -> None:
+        """One chunk of one byte at a time, ``pause`` seconds apart (until the server closes)."""
+        fake = self.server.fake
+        for byte in data:
+            if fake._stopping.wait(pause):
+                raise ConnectionAbortedError("the server is closing")
+            self.wfile.write(b"1\r\n%c\r\n" % byte)
+            self.wfile.flush()
 
     def _hang(self) -> StreamOutcome | None:
         """Block until the client disconnects, the test releases the stream, or the server

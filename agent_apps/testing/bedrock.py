@@ -55,6 +55,11 @@ script may also be one callable, called for every request. Keys of a turn:
     camel-case code, e.g. ``"modelStreamErrorException"``. ``Converse`` always gets the
     HTTP error.
 
+A turn can also play a hostile endpoint (see ``ScriptedHandler.send_stream``):
+``flood`` streams text deltas for ever, ``trickle`` writes one byte at a time,
+``no_stop`` cuts the reply off before its stop event, ``raw_usage`` sends token counts
+as given (``{"input": -1e9, "output": "many"}``), ``redirect`` answers ``307`` to a URL.
+
 Streams can be paced (``chunk_delay`` / ``delay``) and stalled (``hang_after``) to test
 cancellation: :meth:`FakeBedrock.wait_hanging` waits until a stream is stalled,
 :meth:`FakeBedrock.release` lets it finish, :meth:`FakeBedrock.wait_streams_ended` waits
@@ -112,6 +117,7 @@ from ._scripted import (
     TurnLike,
     TurnSource,
     chunks,
+    flood_text,
     render,
 )
 
@@ -317,15 +323,15 @@ class RecordedRequest:
 # --------------------------------------------------------------------------------------------
 
 
-def _usage(turn: Mapping[str, Any], rendered: Rendered) -> dict[str, int]:
+def _usage(turn: Mapping[str, Any], rendered: Rendered) -> dict[str, Any]:
     """Converse usage: the turn's own keys (cache counts...) and the token counts."""
-    usage = {**dict(turn.get("usage") or {}), "inputTokens": rendered.input_tokens}
-    usage["outputTokens"] = rendered.output_tokens
+    tokens_in, tokens_out = rendered.counts()
+    usage = {**dict(turn.get("usage") or {}), "inputTokens": tokens_in, "outputTokens": tokens_out}
     usage.setdefault("totalTokens", rendered.input_tokens + rendered.output_tokens)
     return usage
 
 
-def _converse_body(rendered: Rendered, usage: dict[str, int]) -> dict[str, Any]:
+def _converse_body(rendered: Rendered, usage: dict[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if rendered.reasoning is not None:
         reasoning_text: dict[str, Any] = {"text": rendered.reasoning}
@@ -395,7 +401,7 @@ def _content_events(rendered: Rendered, chunk_size: int) -> list[bytes]:
     return events
 
 
-def _final_events(rendered: Rendered, usage: dict[str, int]) -> list[bytes]:
+def _final_events(rendered: Rendered, usage: dict[str, Any]) -> list[bytes]:
     return [
         _event("messageStop", {"stopReason": rendered.stop_reason}),
         _event("metadata", {"usage": usage, "metrics": {"latencyMs": rendered.latency_ms}}),
@@ -474,6 +480,9 @@ class _Handler(ScriptedHandler):
             )
             return
         record.turn = dict(turn)
+        if turn.get("redirect"):
+            self.send_redirect(str(turn["redirect"]))
+            return
 
         error = turn.get("error")
         mid_stream = bool(turn.get("mid_stream", error == "ModelStreamErrorException"))
@@ -490,7 +499,9 @@ class _Handler(ScriptedHandler):
         if operation == "Converse":
             self.send_json(200, _converse_body(rendered, usage), {"x-amzn-RequestId": request_id})
             return
-        events = _content_events(rendered, int(turn.get("chunk_size") or fake.chunk_size))
+        size = int(turn.get("chunk_size") or fake.chunk_size)
+        events = _content_events(rendered, size)
+        ending: list[bytes] = []
         if error:
             _, default_message, member = ERRORS.get(error, (400, error, None))
             member = member or (error[:1].lower() + error[1:])
@@ -498,13 +509,20 @@ class _Handler(ScriptedHandler):
             if member == "modelStreamErrorException":
                 exception_body["originalStatusCode"] = int(turn.get("status") or 424)
                 exception_body["originalMessage"] = exception_body["message"]
-            events.append(_exception_event(member, exception_body))
+            ending.append(_exception_event(member, exception_body))
         else:
-            events.extend(_final_events(rendered, usage))
+            ending.extend(_final_events(rendered, usage))
+        index = max(0, (rendered.reasoning is not None) + (rendered.text is not None) - 1)
+
+        def flood(n: int) -> bytes:
+            return _event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": flood_text(n, size)}})
+
         self.send_stream(
             record,
             turn,
             events,
+            ending=ending,
+            flood=flood,
             content_type="application/vnd.amazon.eventstream",
             error=bool(error),
             headers={"x-amzn-RequestId": request_id},

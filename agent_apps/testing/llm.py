@@ -17,7 +17,8 @@ fake               request                      streamed reply
 They replay **scripted model turns**, one per request, exactly like
 :class:`~agent_apps.testing.bedrock.FakeBedrock` (the same turn keys: ``text``,
 ``reasoning``, ``tool_uses``, ``stop_reason``, ``usage``, ``chunk_size``, ``delay``,
-``hang_after``, ``error``, ``message``, ``status``, ``mid_stream``), and record every
+``hang_after``, ``error``, ``message``, ``status``, ``mid_stream``, and the hostile
+``flood``, ``trickle``, ``no_stop``, ``raw_usage``, ``redirect``), and record every
 request (:class:`ModelRequest`: the parsed body, headers, how its stream ended)::
 
     with FakeOpenAI(["Hello!"]) as fake:
@@ -58,7 +59,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._scripted import Rendered, ScriptedHandler, ScriptedServer, StreamOutcome, TurnLike, TurnSource, chunks, render
+from ._scripted import (
+    Rendered,
+    ScriptedHandler,
+    ScriptedServer,
+    StreamOutcome,
+    TurnLike,
+    TurnSource,
+    chunks,
+    flood_text,
+    render,
+)
 
 __all__ = ["ERROR_KINDS", "FakeAnthropic", "FakeOllama", "FakeOpenAI", "ModelRequest"]
 
@@ -138,6 +149,10 @@ class _Api:
     def stream_error(self, kind: str, message: str) -> bytes:
         raise NotImplementedError
 
+    def flood_frame(self, rendered: Rendered, model: str, text: str) -> bytes:
+        """One more text delta, as a ``flood`` turn sends forever."""
+        raise NotImplementedError
+
     content_type: ClassVar[str] = "text/event-stream"
     #: Whether a request without ``stream`` gets a streamed reply.
     streams_by_default: ClassVar[bool] = False
@@ -185,6 +200,7 @@ class _Anthropic(_Api):
         return blocks
 
     def _message(self, rendered: Rendered, model: str, content: list[Any], stop: str | None) -> dict[str, Any]:
+        tokens_in, tokens_out = rendered.counts()
         return {
             "id": f"msg_{uuid.uuid4().hex[:24]}",
             "type": "message",
@@ -193,10 +209,7 @@ class _Anthropic(_Api):
             "content": content,
             "stop_reason": stop,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": rendered.input_tokens,
-                "output_tokens": 0 if stop is None else rendered.output_tokens,
-            },
+            "usage": {"input_tokens": tokens_in, "output_tokens": 0 if stop is None else tokens_out},
         }
 
     def response(self, rendered: Rendered, model: str) -> dict[str, Any]:
@@ -233,12 +246,17 @@ class _Anthropic(_Api):
         ending: dict[str, Any] = {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": rendered.output_tokens},
+            "usage": {"output_tokens": rendered.counts()[1]},
         }
         return frames, [_sse(ending, "message_delta"), _sse({"type": "message_stop"}, "message_stop")]
 
     def stream_error(self, kind: str, message: str) -> bytes:
         return _sse(self.error_body(kind, message), "error")
+
+    def flood_frame(self, rendered: Rendered, model: str, text: str) -> bytes:
+        index = 1 if rendered.reasoning is not None else 0
+        delta = {"type": "text_delta", "text": text}
+        return _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
 
 
 class _OpenAI(_Api):
@@ -292,13 +310,11 @@ class _OpenAI(_Api):
     def _usage(self, rendered: Rendered) -> dict[str, Any]:
         """OpenAI's usage: ``prompt_tokens`` counts cached tokens too, and
         ``prompt_tokens_details`` says how many of them were cache reads and writes."""
+        tokens_in, tokens_out = rendered.counts()
         cached = rendered.cache_read_tokens + rendered.cache_write_tokens
-        prompt = rendered.input_tokens + cached
-        usage: dict[str, Any] = {
-            "prompt_tokens": prompt,
-            "completion_tokens": rendered.output_tokens,
-            "total_tokens": prompt + rendered.output_tokens,
-        }
+        prompt = tokens_in + cached if rendered.raw_usage is None else tokens_in
+        total = rendered.input_tokens + cached + rendered.output_tokens
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": tokens_out, "total_tokens": total}
         if cached:
             usage["prompt_tokens_details"] = {
                 "cached_tokens": rendered.cache_read_tokens,
@@ -360,6 +376,10 @@ class _OpenAI(_Api):
     def stream_error(self, kind: str, message: str) -> bytes:
         return _sse(self.error_body(kind, message))
 
+    def flood_frame(self, rendered: Rendered, model: str, text: str) -> bytes:
+        chunk = {"id": "chatcmpl-flood", "object": "chat.completion.chunk", "created": 0, "model": model}
+        return _sse({**chunk, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+
 
 class _Ollama(_Api):
     name = "Ollama"
@@ -388,14 +408,15 @@ class _Ollama(_Api):
 
     def _done(self, rendered: Rendered) -> dict[str, Any]:
         nanos = rendered.latency_ms * 1_000_000
+        tokens_in, tokens_out = rendered.counts()
         return {
             "done": True,
             "done_reason": self._STOP.get(rendered.stop_reason, "stop"),
             "total_duration": nanos,
             "load_duration": 0,
-            "prompt_eval_count": rendered.input_tokens,
+            "prompt_eval_count": tokens_in,
             "prompt_eval_duration": nanos // 2,
-            "eval_count": rendered.output_tokens,
+            "eval_count": tokens_out,
             "eval_duration": nanos // 2,
         }
 
@@ -427,6 +448,9 @@ class _Ollama(_Api):
 
     def stream_error(self, kind: str, message: str) -> bytes:
         return json.dumps(self.error_body(kind, message)).encode() + b"\n"
+
+    def flood_frame(self, rendered: Rendered, model: str, text: str) -> bytes:
+        return json.dumps(self._line(model, {"content": text}, done=False)).encode() + b"\n"
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -472,6 +496,9 @@ class _Handler(ScriptedHandler):
             self._fail("bad_request", message)
             return
         record.turn = dict(turn)
+        if turn.get("redirect"):
+            self.send_redirect(str(turn["redirect"]))
+            return
         error = turn.get("error")
         if error is not None and error not in api.errors:
             raise ValueError(f"unknown error kind {error!r} in a scripted turn: use one of {', '.join(ERROR_KINDS)}")
@@ -483,12 +510,17 @@ class _Handler(ScriptedHandler):
         if not streaming:
             self.send_json(200, api.response(rendered, model), {"request-id": record.request_id})
             return
-        frames, ending = api.stream(rendered, model, int(turn.get("chunk_size") or fake.chunk_size), body)
+        size = int(turn.get("chunk_size") or fake.chunk_size)
+        frames, ending = api.stream(rendered, model, size, body)
         if error:  # in-stream: the content so far, then the error instead of the ending
             text = (turn.get("message") or api.errors[error][2]).replace("{model}", model)
             ending = [api.stream_error(error, text)]
-        frames += ending
-        self.send_stream(record, turn, frames, content_type=api.content_type, error=bool(error))
+        def flood(n: int) -> bytes:
+            return api.flood_frame(rendered, model, flood_text(n, size))
+
+        self.send_stream(
+            record, turn, frames, ending=ending, flood=flood, content_type=api.content_type, error=bool(error)
+        )
 
 
 class _FakeModelAPI(ScriptedServer):

@@ -31,6 +31,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..terminal import printable
+
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
@@ -180,7 +182,7 @@ class TerminalApprover:
     def _prompt_locked(self, request: ApprovalRequest) -> Any:
         skip = " / [s]kip" if request.can_skip else ""
         self.stderr.write(
-            f"\nagent-apps: allow {request.summary()}?\n  [y]es / [N]o{skip} / or type a reason to refuse: "
+            f"\nagent-apps: allow {printable(request.summary())}?\n  [y]es / [N]o{skip} / or type a reason to refuse: "
         )
         self.stderr.flush()
         line = self.stdin.readline()

@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._schema import check_pattern
 from .._yaml_depth import MAX_YAML_DEPTH, too_deep
+from ..config import MAX_CONFIG_BYTES
 from ..errors import AgentAppsError, ArgsInvalid, SkillLoadError
 from ..frontmatter import skill_from_frontmatter
+from ..host_files import HostFileRefused, read_host_text
 from ..skill import Skill
 from .paths import PathPolicy
 from .settings import security_for
@@ -134,13 +136,15 @@ def load_tools_file(path: Path) -> tuple[list[Skill], list[SkillLoadError]]:
 
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_host_text(path, limit=MAX_CONFIG_BYTES, folder=path.parent)
         deep = too_deep(text, MAX_YAML_DEPTH)  # before PyYAML, which builds documents recursively
         if deep is not None:
             return [], [SkillLoadError(f"nests deeper than {MAX_YAML_DEPTH} levels", path=where, line=deep)]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
-    except OSError as exc:
+    except HostFileRefused as exc:
+        return [], [SkillLoadError(f"refused: it {exc.reason}", path=where)]
+    except (OSError, UnicodeDecodeError) as exc:
         return [], [SkillLoadError(f"cannot read: {exc}", path=where)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

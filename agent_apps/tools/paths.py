@@ -17,31 +17,13 @@ import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from ..host_files import BUILTIN_DENIED, covers
 from .errors import PermissionDenied
 
 __all__ = ["BUILTIN_DENIED", "PROTECTED_NAMES", "PathPolicy", "scratch_dir"]
-
-#: Denied for every file tool unless ``security.builtin_denied_paths: false``.
-BUILTIN_DENIED: tuple[str, ...] = (
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.pypirc",
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/sudoers",
-    "/etc/passwd",
-)
 
 #: File names the file tools never write: config that could widen the agent's own
 #: permissions (``security.*`` lives there, and CLI tools are declared there).
@@ -96,14 +78,21 @@ class PathPolicy:
         """The denied entry that covers ``resolved``, if any. ``within``: a readable
         folder holding ``resolved``, for which the agent-apps home is not denied."""
         for entry in self.denied:
-            if _covers(entry, resolved) and not (within and entry == self.home and _inside(within, entry)):
+            if covers(entry, resolved) and not (within and entry == self.home and _inside(within, entry)):
                 return entry
         return None
+
+    def denied_for_files_of(self, folder: str | os.PathLike[str]) -> tuple[str, ...]:
+        """The denied entries that hold for the files of ``folder`` the host reads for an
+        agent (its workspace): the agent-apps home yields to a folder inside it, as for
+        readable folders."""
+        real = self.resolve(str(folder))
+        return tuple(entry for entry in self.denied if not (entry == self.home and _inside(real, entry)))
 
     def _readable_root(self, resolved: str, write: bool) -> str | None:
         if write:
             return None
-        return next((root for root in self.readable if _covers(root, resolved)), None)
+        return next((root for root in self.readable if covers(root, resolved)), None)
 
     def check(self, skill: str, path: str, *, write: bool = False) -> Path:
         """The resolved path, or :class:`PermissionDenied` saying which rule refused it."""
@@ -119,7 +108,7 @@ class PathPolicy:
                 raise PermissionDenied(
                     skill, f"{shown} is inside denied path {rule}", rule="security.denied_paths", resource=resolved
                 )
-        if own is None and not any(_covers(entry, resolved) for entry in self.allowed):
+        if own is None and not any(covers(entry, resolved) for entry in self.allowed):
             roots = ", ".join(self.allowed) or "(none)"
             raise PermissionDenied(
                 skill,
@@ -141,17 +130,20 @@ class PathPolicy:
         real = self.resolve(resolved)
         own = self._readable_root(real, False)
         return self.denied_rule(real, within=own) is None and (
-            own is not None or any(_covers(e, real) for e in self.allowed)
+            own is not None or any(covers(e, real) for e in self.allowed)
         )
 
 
 def _names_along(path: str) -> set[str]:
     """The file name of ``path`` as given and of every link its last component leads
     through: ``notes.txt -> agent-apps.yaml -> real.yaml`` has all three names, so a
-    protected name is found whether it is the link, the target or in between."""
+    protected name is found whether it is the link, the target or in between. The whole
+    chain is followed, however long (the tools open the resolved path, so no kernel
+    limit on links stops a longer one), until it ends or comes back to a link seen."""
     names = {os.path.basename(path)}
-    current = path
-    for _ in range(40):  # the kernel's own limit on links followed
+    current, seen = path, set()
+    while current not in seen:
+        seen.add(current)
         try:
             target = os.readlink(current)
         except OSError:
@@ -176,15 +168,9 @@ def _entry(entry: object, workspace: Path) -> str:
     return _resolve(text, workspace)
 
 
-def _covers(entry: str, path: str) -> bool:
-    if _GLOB_CHARS & set(entry):
-        return fnmatchcase(path, entry) or fnmatchcase(path, entry.rstrip("/") + "/*")
-    return path == entry or path.startswith(entry.rstrip(os.sep) + os.sep)
-
-
 def _inside(folder: str, entry: str) -> bool:
     """``folder`` lies strictly inside ``entry`` (so it holds none of entry's own files)."""
-    return folder != entry and _covers(entry, folder)
+    return folder != entry and covers(entry, folder)
 
 
 def _paths(value: Any) -> list[str] | None:

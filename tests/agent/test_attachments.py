@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 from agent_apps import ArgsInvalid
 from agent_apps.attachments import (
     MAX_ATTACHMENTS,
+    MAX_DOCUMENT_BYTES,
     MAX_DOCUMENTS,
     MAX_IMAGE_BYTES,
     AttachmentInvalid,
@@ -89,6 +91,26 @@ def test_caps_on_size_count_and_documents(tmp_path):
         load([tmp_path])
     with pytest.raises(AttachmentInvalid, match="a list"):
         load("one.png")  # type: ignore[arg-type]
+
+
+def test_a_file_is_read_through_the_hosts_bounded_reader(tmp_path, monkeypatch):
+    """A FIFO is refused without waiting for a writer, a credentials folder is never
+    read, and a file over the larger cap is refused before it is read."""
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    with pytest.raises(AttachmentInvalid, match="FIFO, not a regular file") as caught:
+        load([fifo])
+    assert caught.value.path == "attachments[0]"
+    ssh = tmp_path / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "id.txt").write_text("secret")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(AttachmentInvalid, match="inside denied path"):
+        load([ssh / "id.txt"])
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"x" * (MAX_DOCUMENT_BYTES + 1))
+    with pytest.raises(AttachmentInvalid, match=r"more than an attachment may be \(images 3.75 MB"):
+        load([huge])
 
 
 def test_parts_are_checked_like_files_and_paths_refused_where_files_are_not_allowed(tmp_path):

@@ -173,3 +173,26 @@ async def test_agents_started_by_agent_code_keep_their_callers_guardrails(contex
     assert "may not set config guardrails" in errors[1]  # agent code cannot lift them
     statuses = [e["status"] for e in events if e["type"] == "agent-error" and e["agent"] == "child"]
     assert statuses == ["guardrail"]
+
+
+# asks a scripted agent for its opinion on each model call, and counts itself
+JUDGE = """
+frontmatter = {"metadata": {"role": "guardrail", "kind": "input"}}
+async def main(ctx, args):
+    ctx.manager.emit("judged", {})
+    opinion = await ctx.manager.invoke(
+        "agent", {"prompt": "Judge.", "config": {"agent": "agent-scripted", "script": [{"text": "fine"}]}}
+    )
+    return {"pass": opinion == "fine"}
+"""
+
+
+async def test_an_agent_a_guardrail_asks_is_not_guarded_by_it(context_manager, write_skill, events):
+    """The guardrail's own agent is policy, not agent code: it keeps none of the run's
+    guardrails (else each of its model calls would ask the guardrail again, without end)."""
+    write_skill("judge", JUDGE)
+    judged: list[dict] = []
+    context_manager.events.subscribe("judged", lambda topic, event: judged.append(event))
+    turns = [{"code": "x = 1"}, {"text": "done"}]
+    assert await run(context_manager, turns, ["judge"]) == "done"
+    assert len(judged) == 2  # once per model call of the guarded run, and only those

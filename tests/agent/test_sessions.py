@@ -195,6 +195,14 @@ async def chat(cm, n, *, config, session="c"):
     )
 
 
+def test_a_summary_nested_too_deep_is_kept_as_text():
+    # the summarizer's answer is a model's text: JSON in it is parsed with bounds
+    from agent_apps.agent.compaction import parse
+
+    text = '{"summary": "deep", "facts": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert parse(text).text == text
+
+
 async def test_compaction_summarizes_through_the_same_provider(context_manager, tmp_path, write_skill):
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_apps import BudgetExceeded, Cancelled, ConfigError, ContextManager, Signal
+from agent_apps.budget import MAX_TOKENS, Price, clamp_usage
 
 pytestmark = pytest.mark.anyio
 
@@ -117,6 +118,36 @@ async def test_a_nested_agent_that_would_overspend_is_stopped(context_manager, t
         "limits": {"tokens": 100},
         "used": {"input_tokens": 90, "output_tokens": 45, "cost_usd": 0.0, "turns": 3, "tokens": 135},
     }
+
+
+async def test_usage_a_provider_lies_about_is_clamped_before_the_budget_counts_it(context_manager, tools):
+    # A provider passes on what its peer said: -1e9 input tokens would give budget back,
+    # and a string or NaN would break the sums. Each count is clamped where hook events
+    # enter the run (budget.with_clamped_usage), whatever the provider.
+    lies = [{"input_tokens": -1e9, "output_tokens": 40}, {"input_tokens": "many", "output_tokens": 40.9}]
+    turns = [{"code": f"x = {n}", "usage": lies[n % 2]} for n in range(3)]
+    turns.append({"text": "never", "usage": lies[0]})
+    with pytest.raises(BudgetExceeded) as info:
+        await agent(context_manager, turns, config={"budget": {"tokens": 120}})
+    assert info.value.used == 120  # three turns of 40: the fourth is refused
+    report = agents_of(context_manager)["agent"].report
+    assert [step["usage"] for step in report["steps"]] == [{"input_tokens": 0, "output_tokens": 40}] * 3
+    assert report["budget"]["used"]["tokens"] == 120
+
+
+def test_clamp_usage_makes_every_count_a_whole_number_within_bounds():
+    lies = {
+        "input_tokens": -5, "output_tokens": float("nan"), "cache_read_tokens": float("inf"),
+        "cache_write_tokens": 12.9,
+        "a": "17", "b": "lots", "c": [1], "d": None, "e": True, "f": 10**400, "g": "1e999", "estimated": "yes",
+    }  # fmt: skip
+    assert clamp_usage(lies) == {
+        "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": MAX_TOKENS, "cache_write_tokens": 12,
+        "a": 17, "b": 0, "c": 0, "d": 0, "e": 0, "f": MAX_TOKENS, "g": MAX_TOKENS, "estimated": False,
+    }  # fmt: skip
+    assert clamp_usage(None) == {} and clamp_usage("100") == {}
+    assert clamp_usage({"estimated": True}) == {"estimated": True}
+    assert Price(input=3.0, output=15.0).cost({"input_tokens": 10**400, "output_tokens": -1}) == 3.0 * MAX_TOKENS / 1e6
 
 
 async def test_cost_budget_uses_the_price_table(context_manager, tools):

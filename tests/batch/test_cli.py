@@ -50,6 +50,50 @@ def test_one_result_line_per_input_bad_lines_are_their_errors(batch, tmp_path):
     assert by[0]["run_id"] and "run_id" not in by[1]
 
 
+def test_hostile_input_lines_are_each_their_own_error_and_the_batch_goes_on(batch, tmp_path):
+    deep = '{"text": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    lines = [
+        {"text": "one"},
+        deep,  # 200,000 deep: was a RecursionError that ended the whole batch
+        '{"text": ' + "[" * 129 + "]" * 129 + "}",  # just past the bound
+        '{"text": "x", "n": NaN}',
+        '{"text": "x", "n": 1e999}',
+        '{"text": "x", "n": Infinity}',
+        {"text": "two words"},
+        '{"text": "' + "\\ud800" + '"}',  # a lone surrogate, as JSON allows it
+    ]
+    tasks = write_lines(tmp_path / "tasks.jsonl", lines)
+    with tasks.open("ab") as fh:
+        fh.write(b'{"text": "\xff\xfe"}\n')  # not UTF-8
+    out = tmp_path / "results.jsonl"
+    status, err = batch("count", "--input", str(tasks), "--output", str(out))
+    assert status == 1 and "internal error" not in err
+    by = {line["index"]: line for line in read_lines(out)}
+    assert sorted(by) == list(range(9))  # one result line per input, none lost
+    assert by[0]["result"] == 1 and by[6]["result"] == 2 and by[7]["ok"]
+    for index in (1, 2):
+        assert by[index]["error"] == {"type": "InputInvalid",
+                                      "message": f"{tasks}:{index + 1}: JSON nested deeper than 128 levels"}
+    assert by[3]["error"]["message"] == f"{tasks}:4: NaN is not a JSON number"
+    assert by[4]["error"]["message"] == f"{tasks}:5: 1e999 is too large for a JSON number"
+    assert by[5]["error"]["message"] == f"{tasks}:6: Infinity is not a JSON number"
+    assert by[8]["error"]["message"] == f"{tasks}:9: not UTF-8 text"
+
+
+def test_a_line_nested_to_the_bound_still_runs(batch, tmp_path):
+    ok = '{"text": "a b", "extra": ' + "[" * 127 + "]" * 127 + "}"  # 128 levels with the object
+    tasks = write_lines(tmp_path / "tasks.jsonl", [ok])
+    folder = tmp_path / "free"
+    folder.mkdir()
+    (folder / "any.skill.py").write_text(
+        'frontmatter = {"params": {"type": "object"}}\nasync def main(ctx, args):\n    return len(args["text"])\n'
+    )
+    out = tmp_path / "results.jsonl"
+    status, err = batch("any", "--input", str(tasks), "--output", str(out), "--path", str(folder))
+    assert status == 0, err
+    assert read_lines(out)[0]["result"] == 3
+
+
 def test_all_ok_exits_0_and_reports_progress(batch, tmp_path):
     tasks = write_lines(tmp_path / "tasks.jsonl", [{"text": "w " * n} for n in range(20)])
     out = tmp_path / "results.jsonl"
@@ -128,6 +172,9 @@ def test_resume_repairs_a_cut_last_line_and_refuses_a_broken_one(batch, tmp_path
     out.write_text(lines[0] + lines[0])
     status, err = batch("count", "--input", str(tasks), "--output", str(out), "--resume")
     assert status == 2 and "a second result for index" in err
+    out.write_text(lines[0] + '{"index": 1, "ok": true, "result": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    status, err = batch("count", "--input", str(tasks), "--output", str(out), "--resume")
+    assert status == 2 and f"{out}:2: not a result line" in err  # not a RecursionError
 
 
 def test_rerun_failed_runs_the_failures_again(batch, tmp_path, skills):

@@ -31,6 +31,7 @@ def test_commands_options_skill_names_and_run_ids(tmp_path, skills_path, write_s
     assert completions("agent-apps describe file-r", tmp_path) == ["file-read"]
     assert completions("agent-apps completion ", tmp_path)[-3:] == ["bash", "fish", "zsh"]
     assert "--older-than" in completions("agent-apps sessions prune --", tmp_path)
+    assert {"--host", "--port"} <= set(completions("agent-apps console --", tmp_path))
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -419,12 +419,18 @@ def test_describing_the_provider_imports_nothing_heavy(tmp_path):
 
 @pytest.fixture
 def models_module(monkeypatch):
-    """extensions/agent/strands/models.py, imported on its own (it has no relative imports)."""
+    """extensions/agent/strands/models.py, imported on its own, in a package of its own
+    (for its relative imports)."""
     import importlib.util as util
+    import types
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "extensions" / "agent" / "strands" / "models.py"
-    spec = util.spec_from_file_location("agent_strands_models_under_test", path)
+    folder = Path(__file__).resolve().parents[2] / "extensions" / "agent" / "strands"
+    package = types.ModuleType("agent_strands_under_test")
+    package.__path__ = [str(folder)]
+    monkeypatch.setitem(sys.modules, package.__name__, package)
+    monkeypatch.delitem(sys.modules, f"{package.__name__}.wire", raising=False)
+    spec = util.spec_from_file_location(f"{package.__name__}.models", folder / "models.py")
     module = util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
     spec.loader.exec_module(module)

@@ -227,7 +227,7 @@ def test_a_server_that_goes_away_mid_run_loses_nothing_committed_and_the_run_res
     texts = [e.message.get("text") for e in store.sessions.messages("k")]
     assert texts == ["go", "one", "first", "two", "second"]  # every committed turn is there
     (listed,) = store.runs.list(session="k")
-    assert listed.status == "running" and listed.process_gone
+    assert listed.status == "interrupted"
     resumed = subprocess.run(
         [PYTHON, "-m", "agent_apps", "resume", listed.id], env=env, cwd=tmp_path, capture_output=True, text=True,
         timeout=120,

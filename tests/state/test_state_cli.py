@@ -88,13 +88,74 @@ def test_runs_list_and_show(capsys, skills, state_location, monkeypatch):
     assert listed["session_id"] == "s1" and listed["status"] == "done"
     code, out, _ = run(capsys, "runs", "show", listed["id"][:8])
     assert code == 0 and out.startswith(f"run {listed['id']}: done")
-    assert "agent counter" in out and "step 0:" in out and "invoke: 1 bytes" in out and "trace: " in out
+    assert "\nagent counter [" in out and "\n  turn 1 · model " in out and "    text: Counting.\n" in out
+    assert "      │ memory['n'] = memory.get('n', 0) + 1\n" in out and "      result: 1\n" in out
+    assert "trace: " in out
     code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
     data = json.loads(out)
     (agent,) = data["agents"]
     assert agent["report"]["steps"][0]["tool_calls"][0]["result_size"] == 1 and agent["trace"]
     code, _, err = run(capsys, "runs", "show", "ffffffff")
     assert code == 2 and "no run 'ffffffff'" in err
+
+
+SHOWN = """
+---
+description: Calls skills.
+metadata:
+  model:
+    agent: agent-scripted
+    model_id: eu.claude-haiku-4-5
+    script:
+      - text: "Reading.\\x1b[2J"
+        reasoning: "First list, then read."
+        usage: {input_tokens: 1000, output_tokens: 50}
+        code: |
+          names = await ctx.manager.invoke('file-list', {'path': '.'})
+          try:
+              await ctx.manager.invoke('file-read', {'path': '/etc/' + 'x' * 200})
+          except Exception as exc:
+              print('refused')
+          print(len(names))
+      - text: "Done."
+        usage: {input_tokens: 2000, output_tokens: 5}
+---
+Read.
+"""
+
+
+def test_runs_show_tells_what_happened_cut_to_the_terminal_width(capsys, tmp_path, monkeypatch):
+    folder = tmp_path / "shown"
+    folder.mkdir()
+    (folder / "reader.skill.md").write_text(textwrap.dedent(SHOWN).lstrip())
+    code, out, err = run(capsys, "invoke", "reader", "--path", folder)
+    assert code == 0, err
+    (listed,) = json.loads(run(capsys, "runs", "list", "--json")[1])
+    monkeypatch.setenv("COLUMNS", "76")
+    code, out, _ = run(capsys, "runs", "show", listed["id"])
+    assert code == 0 and max(len(line) for line in out.splitlines()) == 76
+    lines = out.splitlines()
+    assert lines[1].startswith("  reader · no session · started ")  # facts wrap between facts
+    assert " · took " in lines[1] and lines[2] == "    3,000 in / 55 out tokens · $0.0033"
+    assert "agent-scripted · eu.claude-haiku-4-5" in out
+    turn = next(i for i, line in enumerate(lines) if line.startswith("  turn 1 · model "))
+    more = lines[turn + 1].strip()
+    facts = lines[turn] if more.startswith("reasoning:") else f"{lines[turn]} · {more}"
+    assert facts.endswith(" · 1,000 in / 50 out tokens · $0.0013 · tool_use")
+    assert "    reasoning: First list, then read." in lines and "    text: Reading.\\x1b[2J" in lines
+    assert "\x1b" not in out  # what the model wrote cannot steer the terminal
+    assert "      │ names = await ctx.manager.invoke('file-list', {'path': '.'})" in lines
+    listing = next(i for i, line in enumerate(lines) if line.startswith("      → file-list "))
+    assert lines[listing].endswith(" ms") and lines[listing + 1] == '          args {"path": "."}'
+    assert lines[listing + 2].startswith('          = {"path": ') and lines[listing + 2].endswith("…")
+    refused = next(i for i, line in enumerate(lines) if line.startswith("      → file-read · "))
+    assert lines[refused + 1].startswith('          args {"path": "/etc/xxxxx') and lines[refused + 1].endswith("…")
+    assert lines[refused + 2].startswith("          ✗ PermissionDenied: file-read: permission denied")
+    assert "      result:" in lines and "  result: Done." in lines
+    code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
+    (agent,) = json.loads(out)["agents"]
+    (call,) = agent["report"]["steps"][0]["tool_calls"]
+    assert call["host_calls"][1]["args"] == {"path": "/etc/" + "x" * 200}  # --json has all of it
 
 
 SLOW = """
@@ -124,7 +185,7 @@ def test_a_cancelled_agent_shows_the_reason_it_was_cancelled(capsys, skills):
     code, out, _ = run(capsys, "runs", "show", listed["id"], "--json")
     assert json.loads(out)["agents"][0]["report"]["error"] == {"type": "Cancelled", "message": "timed out after 1 s"}
     code, out, _ = run(capsys, "runs", "show", listed["id"])
-    assert "    error: Cancelled: timed out after 1 s\n" in out
+    assert "\n  error: Cancelled: timed out after 1 s\n" in out
 
 
 @pytest.mark.parametrize("limit", ["-3", "x", "1.5"])
@@ -155,6 +216,37 @@ def test_prune_runs_and_sessions_by_age(capsys, skills, tmp_path):
     with pytest.raises(SystemExit):
         main(["runs", "prune", "--older-than", "soon"])
     assert "a number and a unit (s, m, h, d, w), like 30d, not 'soon'" in capsys.readouterr().err
+
+
+def test_a_run_whose_process_died_is_interrupted_everywhere_alike(capsys, skills):
+    import subprocess
+    import sys
+
+    run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=x")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a real process that has ended: its pid is free
+    store = StateStore(os.environ.get("AGENT_APPS_STATE") or agent_apps_home() / "state.db")
+    (info,) = store.runs.list()
+    with store.db.write() as conn:  # as a run killed mid-way leaves its rows
+        conn.execute("UPDATE runs SET status = 'running', ended_at = NULL, pid = ? WHERE id = ?", (dead.pid, info.id))
+        conn.execute("UPDATE agents SET status = 'running' WHERE run_id = ?", (info.id,))
+    code, out, _ = run(capsys, "runs", "list")
+    assert out.splitlines()[1].split()[3] == "interrupted"  # RUN, STARTED (date, time), STATUS
+    code, out, _ = run(capsys, "runs", "list", "--json")
+    (listed,) = json.loads(out)
+    assert listed["status"] == "interrupted" and "process_gone" not in listed
+    code, out, _ = run(capsys, "runs", "show", info.id)
+    assert out.startswith(f"run {info.id}: interrupted") and "agent-apps resume" in out
+    (agent,) = store.runs.agents(info.id)
+    assert f"agent counter [{agent.id}] interrupted" in out and "its process died" in out
+    code, out, _ = run(capsys, "runs", "show", info.id, "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "interrupted" and shown["agents"][0]["status"] == "interrupted"
+    assert "process_gone" not in shown
+    assert store.runs.get(info.id).status == "interrupted"  # the Python API
+    assert [r.status for r in store.runs.list(session="s1")] == ["interrupted"]
+    code, out, _ = run(capsys, "runs", "export", info.id)
+    assert json.loads(out)["run"]["status"] == "interrupted"
 
 
 def test_bad_export_files_name_the_file_line_and_field(capsys, tmp_path):

@@ -200,6 +200,20 @@ async def test_declared_env_is_passed_and_nothing_else(tcm, monkeypatch):  # S6.
     assert "GITHUB_TOKEN" not in env and "ghp-must-not-leak" not in out["stdout"]
 
 
+async def test_a_cli_tools_environment_is_the_documented_allow_list_and_what_it_declares(tcm, monkeypatch):
+    """No shell in between: the child's environment is exactly docs/security.md's list
+    (a literal: widening the allow-list fails this), ``security.env`` and the tool's own."""
+    documented = {"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR", "TZ"}
+    for name in documented - {"PATH"}:
+        monkeypatch.setenv(name, f"value-of-{name}")
+    for name in ("DEPLOY_TOKEN", "BUILD_FLAVOUR", "SSH_AUTH_SOCK", "LD_PRELOAD", "PYTHONPATH", "LOGNAME", "LC_CTYPE"):
+        monkeypatch.setenv(name, f"value-of-{name}")
+    config = security(env=["BUILD_FLAVOUR"], policy={"interactive": {"allow": ["deploy-app"]}})
+    env = json.loads((await tcm.invoke("deploy-app", {}, config=config))["stdout"])
+    assert set(env) == documented | {"BUILD_FLAVOUR", "DEPLOY_TOKEN"}
+    assert env["TZ"] == "value-of-TZ" and env["DEPLOY_TOKEN"] == "value-of-DEPLOY_TOKEN"
+
+
 async def test_admin_tool_asks_in_interactive_mode(tcm):
     with pytest.raises(PermissionDenied, match="needs human approval"):
         await tcm.invoke("deploy-app", {}, config=INTERACTIVE)

@@ -13,6 +13,7 @@ from tools_helpers import INTERACTIVE, security
 
 from agent_apps import AgentAppsError, ArgsInvalid
 from agent_apps.tools import PermissionDenied
+from agent_apps.tools.paths import scratch_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -240,3 +241,133 @@ async def test_unattended_runs_get_no_elevation(cm, workspace, outside, monkeypa
     # and without a job policy, an unattended run does not write at all
     with pytest.raises(PermissionDenied, match="not permitted in unattended mode"):
         await cm.invoke("file-write", {"path": "a.txt", "content": "x"}, config={"security": {"mode": "auto"}})
+
+
+# -- a folder is not every name that starts like it ------------------------------------------
+
+
+async def test_a_sibling_sharing_a_prefix_is_outside_an_allowed_root(cm, workspace, mode):
+    evil = workspace.parent / (workspace.name + "-evil")
+    evil.mkdir()
+    (evil / "secret.txt").write_text("top secret\n")
+    for skill, args in [
+        ("file-read", {"path": str(evil / "secret.txt")}),
+        ("file-read", {"path": f"../{evil.name}/secret.txt"}),
+        ("file-write", {"path": str(evil / "new.txt"), "content": "pwned"}),
+        ("file-list", {"path": str(evil)}),
+    ]:
+        with pytest.raises(PermissionDenied) as info:
+            await cm.invoke(skill, args, config=security(mode))
+        assert info.value.rule == "security.allowed_paths", (skill, args)
+    assert sorted(p.name for p in evil.iterdir()) == ["secret.txt"]
+    # the scratch directory's sibling likewise (checked before anything is opened)
+    scratch_sibling = f"{scratch_dir()}-evil-{os.getpid()}/x.txt"
+    with pytest.raises(PermissionDenied, match="outside the allowed paths"):
+        await cm.invoke("file-read", {"path": scratch_sibling}, config=security(mode))
+
+
+async def test_a_sibling_sharing_a_prefix_is_not_inside_a_denied_path(cm, workspace, tmp_path, monkeypatch, mode):
+    home = tmp_path / "home"
+    for folder in ("home/.ssh", "home/.ssh-public", "agent-apps-home-backup"):
+        (tmp_path / folder).mkdir(parents=True)
+    (workspace / "private").mkdir()
+    (workspace / "private-notes").mkdir()
+    (workspace / "private-notes" / "a.txt").write_text("fine\n")
+    (home / ".ssh-public" / "key.pub").write_text("ssh-ed25519 AAAA\n")
+    (tmp_path / "agent-apps-home-backup" / "b.txt").write_text("backup\n")
+    monkeypatch.setenv("HOME", str(home))
+    config = security(mode, denied_paths=["private"])
+    assert await cm.invoke("file-read", {"path": "private-notes/a.txt"}, config=config) == "fine\n"
+    listing = await cm.invoke("file-list", {}, config=config)
+    assert [e["name"] for e in listing["entries"]] == ["private-notes"]  # the denied one is not shown
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "private/x"}, config=config)
+    # the built-in denials: ~/.ssh and the agent-apps home, not their look-alikes
+    wide = security(mode, allowed_paths=[str(tmp_path)])
+    assert await cm.invoke("file-read", {"path": "~/.ssh-public/key.pub"}, config=wide) == "ssh-ed25519 AAAA\n"
+    backup = str(tmp_path / "agent-apps-home-backup" / "b.txt")
+    assert await cm.invoke("file-read", {"path": backup}, config=wide) == "backup\n"
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-read", {"path": "~/.ssh/id_rsa"}, config=wide)
+    # a denied glob covers what it matches and what is inside that, not its look-alikes
+    (workspace / "keys").mkdir()
+    (workspace / "keys-public").mkdir()
+    (workspace / "keys-public" / "k.pub").write_text("pub\n")
+    globbed = security(mode, denied_paths=["*/keys"])
+    assert await cm.invoke("file-read", {"path": "keys-public/k.pub"}, config=globbed) == "pub\n"
+    with pytest.raises(PermissionDenied, match="denied path"):
+        await cm.invoke("file-write", {"path": "keys/k", "content": "x"}, config=globbed)
+
+
+async def test_only_the_exact_config_names_are_protected(cm, workspace, mode):
+    for name in ("agent-apps.yaml.bak", "my-tools.yaml", "tools.yaml.txt"):
+        await cm.invoke("file-write", {"path": name, "content": "x"}, config=security(mode))
+        assert (workspace / name).read_text() == "x"
+
+
+#: docs/security.md, "Path boundaries": the built-in denied paths. A literal on purpose:
+#: dropping one from the code fails the test below.
+DOCUMENTED_DENIED = (
+    "~/.ssh ~/.gnupg ~/.aws ~/.azure ~/.config/gcloud ~/.kube ~/.docker ~/.netrc ~/.git-credentials ~/.pypirc "
+    "/etc/shadow /etc/gshadow /etc/sudoers /etc/passwd"
+).split()
+
+
+async def test_every_built_in_denied_path_holds_and_the_switch_lifts_them(cm, tmp_path, monkeypatch, mode):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    wide = security(mode, allowed_paths=["/"])
+    for entry in DOCUMENTED_DENIED:
+        for path in (entry, f"{entry}/inside"):
+            with pytest.raises(PermissionDenied) as info:
+                await cm.invoke("file-read", {"path": path}, config=wide)
+            assert info.value.rule == "security.denied_paths" and "denied path" in str(info.value), path
+    (home / ".netrc").write_text("machine example.com\n")
+    lifted = security(mode, allowed_paths=["/"], builtin_denied_paths=False)
+    assert await cm.invoke("file-read", {"path": "~/.netrc"}, config=lifted) == "machine example.com\n"
+
+
+async def test_the_security_workspace_is_where_relative_paths_go_and_the_default_root(cm, workspace, tmp_path, mode):
+    other = tmp_path / "other-workspace"
+    other.mkdir()
+    config = security(mode, workspace=str(other))
+    out = await cm.invoke("file-write", {"path": "a.txt", "content": "here"}, config=config)
+    assert out["path"] == str(other / "a.txt") and (other / "a.txt").read_text() == "here"
+    assert not (workspace / "a.txt").exists()
+    with pytest.raises(PermissionDenied, match="outside the allowed paths"):  # the old one is not allowed now
+        await cm.invoke("file-read", {"path": str(workspace / "x")}, config=config)
+
+
+async def test_no_allowed_paths_allow_nothing_and_say_so(cm, workspace, mode):
+    (workspace / "a.txt").write_text("a")
+    with pytest.raises(PermissionDenied, match=r"outside the allowed paths: \(none\)"):
+        await cm.invoke("file-read", {"path": "a.txt"}, config=security(mode, allowed_paths=[]))
+
+
+async def test_protected_config_names_are_still_readable(cm, workspace, mode):
+    (workspace / "agent-apps.yaml").write_text("model: {}\n")
+    assert await cm.invoke("file-read", {"path": "agent-apps.yaml"}, config=security(mode)) == "model: {}\n"
+
+
+def test_a_path_policy_built_from_nothing_has_the_safe_defaults(tmp_path, monkeypatch):
+    """``PathPolicy.from_security`` with no keys: the working directory is the workspace,
+    the built-in denials hold, and bad paths are refused, not crashed on."""
+    from agent_apps.tools.paths import PathPolicy
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    agent_home = tmp_path / "agent-apps-home"
+    policy = PathPolicy.from_security({}, cwd=tmp_path / "cwd", agent_home=agent_home)
+    assert policy.check("t", "a.txt") == tmp_path / "cwd" / "a.txt"
+    for path in ("~/.ssh/id_rsa", str(agent_home / "config.yaml")):
+        with pytest.raises(PermissionDenied, match="denied path"):
+            PathPolicy.from_security({"allowed_paths": ["/"]}, cwd=tmp_path, agent_home=agent_home).check("t", path)
+    for bad in ("", 3, None, "a\x00b"):
+        with pytest.raises(PermissionDenied, match="invalid path"):
+            policy.check("t", bad)  # type: ignore[arg-type]
+    # a readable folder lifts the home's denial only strictly inside the home
+    at_home = PathPolicy.from_security({"allowed_paths": ["/"]}, cwd=tmp_path, agent_home=agent_home,
+                                       readable=(str(agent_home),))
+    with pytest.raises(PermissionDenied, match="denied path"):
+        at_home.check("t", str(agent_home / "config.yaml"))

@@ -109,15 +109,58 @@ async def test_a_folder_outside_the_workspace_is_readable_too(tmp_path, workspac
     folder.mkdir(parents=True)
     (folder / "guide.txt").write_text("guidance\n")
     (skills / "loose.txt").write_text("next to the folder\n")
+    (skills / "guide-extra").mkdir()
+    (skills / "guide-extra" / "x.txt").write_text("a sibling sharing the folder's name as a prefix\n")
     calls = {
         "own": ("file-read", {"path": str(folder / "guide.txt")}),
         "beside": ("file-read", {"path": str(skills / "loose.txt")}),
+        "prefix-sibling": ("file-read", {"path": str(skills / "guide-extra" / "x.txt")}),
     }
     prompt_skill(folder / "SKILL.md", calls)
     cm = make_manager(workspace, tmp_path, search_path=[skills])
     result = await cm.invoke("guide", config=INTERACTIVE)
     assert result["own"] == "ok: guidance\n"
-    assert result["beside"].startswith("refused: ") and "outside the allowed paths" in result["beside"]
+    for key in ("beside", "prefix-sibling"):
+        assert result[key].startswith("refused: ") and "outside the allowed paths" in result[key], key
+
+
+async def test_a_folder_outside_the_home_lifts_no_denial(tmp_path, workspace):
+    """A skill's folder outside the agent-apps home reads its own files only: the home
+    stays denied, and so does a user's denied path that holds the folder."""
+    skills = tmp_path / "elsewhere"
+    folder = skills / "guide"
+    folder.mkdir(parents=True)
+    (folder / "guide.txt").write_text("guidance\n")
+    home = tmp_path / "agent-apps-home"
+    home.mkdir()
+    (home / "config.yaml").write_text("model: {max_turns: 5}\n")
+    calls = {"own": ("file-read", {"path": str(folder / "guide.txt")}),
+             "home-config": ("file-read", {"path": str(home / "config.yaml")})}
+    prompt_skill(folder / "SKILL.md", calls)
+    cm = make_manager(workspace, tmp_path, search_path=[skills])
+    result = await cm.invoke("guide", config={"security": {"mode": "interactive", "allowed_paths": ["/"]}})
+    assert result["own"] == "ok: guidance\n"
+    assert result["home-config"].startswith("refused: ") and "denied path" in result["home-config"]
+    denied = {"security": {"mode": "interactive", "denied_paths": [str(skills)]}}
+    result = await cm.invoke("guide", config=denied)
+    assert result["own"].startswith("refused: ") and "denied path" in result["own"]
+
+
+async def test_a_folder_holding_the_home_does_not_open_it(tmp_path, workspace):
+    """The folder of a skill may hold the agent-apps home (a project keeping its own):
+    the folder is readable, the home inside it is not."""
+    folder = tmp_path / "proj"
+    home = folder / "agent-apps-home"
+    home.mkdir(parents=True)
+    (home / "config.yaml").write_text("model: {max_turns: 5}\n")
+    (folder / "notes.md").write_text("the project's notes\n")
+    calls = {"own": ("file-read", {"path": str(folder / "notes.md")}),
+             "home-config": ("file-read", {"path": str(home / "config.yaml")})}
+    prompt_skill(folder / "SKILL.md", calls)
+    cm = make_manager(workspace, folder, search_path=[tmp_path])
+    result = await cm.invoke("proj", config=INTERACTIVE)
+    assert result["own"] == "ok: the project's notes\n"
+    assert result["home-config"].startswith("refused: ") and "denied path" in result["home-config"]
 
 
 async def test_denials_inside_the_folder_still_hold(cm, home):

@@ -16,7 +16,7 @@ from tools_helpers import INTERACTIVE, security
 
 from agent_apps import Cancelled, LimitExceeded, Signal
 from agent_apps.tools import PermissionDenied
-from agent_apps.tools.subprocess import ALLOWED_ENV, build_env, run
+from agent_apps.tools.subprocess import build_env, run
 
 pytestmark = pytest.mark.anyio
 PY = sys.executable
@@ -227,18 +227,47 @@ async def test_ordinary_commands_are_not_refused(cm, command):
     assert "exit_code" in result
 
 
-async def test_subprocess_environment_is_the_allow_list_only(cm, monkeypatch):  # S6.6
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-leak-me")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "leak-me-too")
-    monkeypatch.setenv("TZ", "UTC")
+#: docs/security.md, "Subprocesses": what a child gets from the host. A literal on purpose:
+#: the test holds the code to the docs, so widening the allow-list fails it.
+DOCUMENTED_ENV = {"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR", "TZ"}
+#: Variables a host may well have that no child gets.
+UNLISTED_ENV = {
+    "OPENAI_API_KEY": "sk-leak-me", "AWS_SECRET_ACCESS_KEY": "leak", "AWS_PROFILE": "prod", "GITHUB_TOKEN": "ghp-leak",
+    "AGENT_APPS_MCP_TOKEN": "leak", "SSH_AUTH_SOCK": "/tmp/agent.sock", "LD_PRELOAD": "/tmp/evil.so",
+    "PYTHONPATH": "/tmp/evil", "PYTHONSTARTUP": "/tmp/evil.py", "BASH_ENV": "/tmp/evil.sh", "LC_CTYPE": "C.UTF-8",
+    "DISPLAY": ":0", "XDG_RUNTIME_DIR": "/run/user/1", "LOGNAME": "someone", "EDITOR": "vi",
+}
+#: What bash itself sets in the child, whatever the host has.
+SHELL_ADDS = {"PWD", "SHLVL", "_", "OLDPWD"}
+
+
+def host_env(monkeypatch, tmp_path) -> dict[str, str]:
+    """Set every documented variable to a known value, and the unlisted ones."""
+    values = {name: f"value-of-{name}" for name in DOCUMENTED_ENV - {"PATH", "HOME", "TMPDIR", "SHELL"}}
+    values.update({"HOME": str(tmp_path), "TMPDIR": str(tmp_path), "SHELL": "/bin/sh", "LANG": "C.UTF-8",
+                   "LC_ALL": "C.UTF-8", "TZ": "UTC", "PATH": os.environ["PATH"]})
+    for name, value in {**values, **UNLISTED_ENV}.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+async def test_subprocess_environment_is_the_documented_allow_list_only(cm, monkeypatch, tmp_path):  # S6.6
+    documented = host_env(monkeypatch, tmp_path)
     result = await cm.invoke(
         "shell", {"command": f"{PY} -c 'import json,os; print(json.dumps(dict(os.environ)))'"}, config=INTERACTIVE
     )
     env = json.loads(result["stdout"])
-    assert "leak-me" not in result["stdout"]
-    # bash itself adds a few (PWD, SHLVL, _); nothing else comes from the host.
-    assert set(env) - {"PWD", "SHLVL", "_", "OLDPWD"} <= set(ALLOWED_ENV)
-    assert env["TZ"] == "UTC" and env["PATH"] == os.environ["PATH"]
+    assert "leak" not in result["stdout"]
+    assert {k: v for k, v in env.items() if k not in SHELL_ADDS} == documented  # every one of them, and no more
+
+
+async def test_security_env_adds_exactly_the_names_it_lists(cm, monkeypatch, tmp_path):
+    documented = host_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("BUILD_FLAVOUR", "release")
+    config = security(env=["BUILD_FLAVOUR", "NOT_SET_ANYWHERE"])
+    command = f"{PY} -c 'import json,os; print(json.dumps(dict(os.environ)))'"
+    env = json.loads((await cm.invoke("shell", {"command": command}, config=config))["stdout"])
+    assert {k: v for k, v in env.items() if k not in SHELL_ADDS} == {**documented, "BUILD_FLAVOUR": "release"}
 
 
 async def test_env_names_from_config_are_passed_by_name(cm, monkeypatch):
@@ -254,11 +283,14 @@ def test_build_env_forms():  # S6.13 (the helper; the tools.yaml form is in test
     host = {"PATH": "/bin", "SECRET": "s", "TOKEN": "t", "HOME": "/h"}
     assert build_env(host=host) == {"PATH": "/bin", "HOME": "/h"}
     assert build_env(["TOKEN", "MISSING"], host=host) == {"PATH": "/bin", "HOME": "/h", "TOKEN": "t"}
-    assert build_env({"DEPLOY_TOKEN": "${TOKEN}", "GONE": "${MISSING}", "FIXED": "1"}, host=host) == {
+    assert build_env(
+        {"DEPLOY_TOKEN": "${TOKEN}", "GONE": "${MISSING}", "FIXED": "1", "HALF": "${TOKEN}:${MISSING}"}, host=host
+    ) == {
         "PATH": "/bin",
         "HOME": "/h",
         "DEPLOY_TOKEN": "t",
         "FIXED": "1",
+        "HALF": "t:",  # left out only when every reference is missing
     }
 
 

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from tools_helpers import INTERACTIVE, make_manager, security
 
-from agent_apps import ArgsInvalid
+from agent_apps import AgentAppsError, ArgsInvalid
 from agent_apps.tools import PermissionDenied, ToolsPlugin
 from agent_apps.tools import http as http_tool
 from agent_apps.tools.blocklist import blocked
@@ -44,6 +44,13 @@ LINKS = {
     ),
     # a linked directory: the name as given is protected
     "through-linked-dir": ([("cfg", "conf")], "cfg/agent-apps.yaml"),
+    # a chain longer than the kernel's 40 links (the tools open the resolved path, so
+    # nothing refuses it on the way): the protected name past the 40th link counts too
+    "long-chain": (
+        [("agent-apps.yaml", "conf/real.yaml"), *((f"l{i}.txt", f"l{i + 1}.txt") for i in range(44)),
+         ("l44.txt", "agent-apps.yaml")],
+        "l0.txt",
+    ),
 }
 
 
@@ -193,3 +200,10 @@ def test_cli_tool_patterns_re2_cannot_run_are_load_errors(workspace, tmp_path, f
     cm = make_manager(workspace, tmp_path, plugins=[ToolsPlugin([tools])])
     (error,) = [e for e in cm.errors if "looks-ahead" in str(e) or str(tools) in str(e)]
     assert "bad pattern" in str(error) and "RE2" in str(error)
+
+
+async def test_a_link_loop_is_an_error_not_a_hang(cm, workspace):
+    (workspace / "a.txt").symlink_to("b.txt")
+    (workspace / "b.txt").symlink_to("a.txt")
+    with pytest.raises(AgentAppsError):
+        await cm.invoke("file-write", {"path": "a.txt", "content": "x"}, config=INTERACTIVE)

@@ -33,8 +33,15 @@ The CLI's own tools (file edits, shell...) are not ours to run: its
 ``acp-KIND`` (``acp-edit``, ``acp-execute``...) with a category from the ACP tool kind.
 A request is for our ``invoke`` only when its tool call id is one our MCP endpoint is
 serving, with the same code: a title, a kind or an input shaped like ours prove nothing.
-Token usage comes from ``session/prompt`` when the agent reports it; else it is
-estimated (four characters a token) and marked ``estimated: true``.
+Token usage comes from ``session/prompt`` when the agent reports it (clamped: the
+agent is a peer); else it is estimated (four characters a token) and marked
+``estimated: true``.
+
+The CLI is held to what a peer may do (docs/security.md, "Peers"): its stdout is read a
+line at a time when the connection asks, with a turn of the event loop per line; a
+turn's output is capped (``model.max_output_kb``); a line past 50 MB ends the run, one
+the bounded JSON reader refuses is dropped (or fails the request it answers); only the
+tail of its stderr is kept; and a cancelled run does not wait for it to agree.
 """
 
 from __future__ import annotations
@@ -67,7 +74,10 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
+from agent_apps import _json
 from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.budget import clamp_usage
+from agent_apps.config import DEFAULTS
 from agent_apps.errors import AgentAppsError, Cancelled
 from agent_apps.mcp import expose_refs
 from agent_apps.mcp.bridge import ALIVE_ENV, RUN_LOCK, hold_run_lock
@@ -88,8 +98,13 @@ _STOP_POLL = 0.01
 #: update), so that everything the CLI said before the call is reported before it.
 ANNOUNCE_WAIT = 0.5
 _CONTINUE = "Continue."
+#: The longest JSON-RPC message (one line) an agent may send: past it, the run ends.
 _STDIO_LIMIT = 50 * 1024 * 1024
 _NOISE_LINES = 5
+#: What is kept of a peer's words for an error message: a noise line, its stderr's tail,
+#: its error's text (a peer may send megabytes of each).
+_SAID_CHARS = 500
+_STDERR_TAIL = 8192
 #: ACP tool kinds as permission categories (the security policy's words).
 CATEGORIES = {
     "read": "read",
@@ -102,6 +117,7 @@ CATEGORIES = {
     "execute": "write",  # as the bundled `shell` tool
 }
 _DONE = object()  # the end of a prompt's updates
+_WAKE = object()  # the run was cancelled: the prompt loop looks again
 _UNSET: Any = object()
 
 
@@ -150,8 +166,13 @@ class AcpRun:
         self.cwd = str(Path(config.get("cwd") or ctx.manager.context_manager.cwd).expanduser().resolve())
         self.process: asyncio.subprocess.Process | None = None
         self.bridges = ""  # the folder where stdio bridges hold their locks while they live
-        self.stderr: Any = None
+        self.stderr = b""  # the last _STDERR_TAIL bytes it wrote there
+        self._stderr_read: asyncio.Future[None] | None = None
         self.noise: list[str] = []
+        #: Why its output could not be read (a line past _STDIO_LIMIT, a message too deep).
+        self.unreadable: str | None = None
+        self.max_output = int(config.get("max_output_kb") or DEFAULTS["model"]["max_output_kb"]) * 1024
+        self.turn_output = 0
         self.conn: Any = None
         self.session_id: str | None = None
         self.lock = asyncio.Lock()
@@ -267,13 +288,18 @@ class AcpRun:
         while True:
             timeout = None
             if self.cancel_sent is not None:
-                timeout = max(0.0, self.cancel_sent + CANCEL_GRACE - time.monotonic())
+                # a stop directive lets the agent end its prompt; a cancelled run does not wait
+                grace = 0.0 if self.ctx.signal.cancelled else CANCEL_GRACE
+                timeout = max(0.0, self.cancel_sent + grace - time.monotonic())
             try:
                 item = await asyncio.wait_for(self.updates.get(), timeout)
             except TimeoutError:  # the agent ignores session/cancel: the process is killed on the way out
                 return None, None
+            if item is _WAKE:
+                continue
             if item is _DONE:
                 break
+            await asyncio.sleep(0)  # a turn of the loop per update: a flood cannot starve timers
             if self._over():
                 continue
             try:
@@ -287,10 +313,10 @@ class AcpRun:
         if exc is None:
             return task.result(), None
         if isinstance(exc, acp.RequestError):
-            return None, _one_line(f"{exc} {json.dumps(exc.data) if exc.data else ''}")
+            return None, _said(f"{exc} {json.dumps(exc.data) if exc.data else ''}")
         if isinstance(exc, ConnectionError) and not self._over():
             raise await self._exited("during the run")
-        return None, _one_line(f"{type(exc).__name__}: {exc}")
+        return None, _said(f"{type(exc).__name__}: {exc}")
 
     async def _retry(self, error: str, attempt: int) -> bool:
         failure = {"type": "AgentError", "message": error, "retryable": False}
@@ -315,6 +341,7 @@ class AcpRun:
                 return
             if not await self._output():
                 return
+            self._count_output(len(text))
             self.segment_out += len(text)
             self.conversation_chars += len(text)
             if kind == "agent_message_chunk":
@@ -349,8 +376,20 @@ class AcpRun:
             await self._turn_start()
         return True
 
+    def _count_output(self, size: int) -> None:
+        """Count what the agent said in this turn: past ``model.max_output_kb`` the run ends."""
+        self.turn_output += size
+        if self.turn_output > self.max_output:
+            raise AcpError(
+                self.skill,
+                f"the ACP agent `{self.shown}` said more than model.max_output_kb ({self.max_output // 1024} KB) "
+                f"in turn {self.turn}: raise model.max_output_kb if its answers are that long",
+                code="OutputTooLarge",
+            )
+
     async def _turn_start(self) -> None:
         self.turn += 1
+        self.turn_output = 0
         self.turn_text = ""
         self.results_seen = False
         self.segment_in, self.segment_out = self.conversation_chars, 0
@@ -388,6 +427,11 @@ class AcpRun:
                 self.calls += 1
                 call_id = f"acp-call-{self.calls}"
             call = {"type": "tool-call", "tool": INVOKE_TOOL["name"], "args": {"code": code}, "id": call_id}
+            try:
+                self._count_output(len(code))
+            except AcpError as exc:
+                self._fail(exc)
+                return {"text": "The run has ended; no more code runs.", "error": True}
             directive = await self._guarded_hook(call)
             self.segment_out += len(code)
             if directive is None or directive.get("deny"):
@@ -506,6 +550,7 @@ class AcpRun:
         if self.cancel_sent is not None:
             return
         self.cancel_sent = time.monotonic()
+        self.updates.put_nowait(_WAKE)  # the prompt loop sets its timeout again
         if self.conn is not None and self.session_id is not None:
             _task(self.conn.cancel(session_id=self.session_id))
 
@@ -524,23 +569,21 @@ class AcpRun:
         return build_env(declared)
 
     @contextlib.asynccontextmanager
-    async def _spawn(self) -> AsyncIterator[asyncio.StreamReader]:
+    async def _spawn(self) -> AsyncIterator[_AgentLines]:
         if not os.path.isdir(self.cwd):
             raise AcpError(self.skill, f"model.cwd {self.cwd!r} is not a directory", code="BadCwd")
-        self.stderr = tempfile.TemporaryFile()
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=self.stderr,
+                stderr=asyncio.subprocess.PIPE,  # its tail is kept, not all it writes (no file to fill)
                 env=self._env(),
                 cwd=self.cwd,
                 start_new_session=True,  # its own process group: nothing it starts outlives the run
                 limit=_STDIO_LIMIT,
             )
         except FileNotFoundError:
-            self.stderr.close()
             raise AcpError(
                 self.skill,
                 f"the ACP agent command {self.command[0]!r} is not installed (not found on PATH): install it, "
@@ -548,36 +591,34 @@ class AcpRun:
                 code="NotInstalled",
             ) from None
         except PermissionError:
-            self.stderr.close()
             raise AcpError(self.skill, f"the ACP agent command {self.command[0]!r} is not executable") from None
-        reader = asyncio.StreamReader(limit=_STDIO_LIMIT)
-        pump = asyncio.ensure_future(self._pump(reader))
+        self._stderr_read = asyncio.ensure_future(self._read_stderr())
         try:
-            yield reader
+            yield _AgentLines(self)
         finally:
-            pump.cancel()
+            # Its stdout is read to its end (what is left is dropped) while it stops: its
+            # pipes then close as it exits (the exit is seen only then), and no transport
+            # is left paused past its buffer's limit, to be closed after the event loop
+            # ("Event loop is closed").
+            assert self.process is not None and self.process.stdout is not None
+            drain = asyncio.ensure_future(_drain(self.process.stdout))
             await self._stop_process()
-            self.stderr.close()
+            for task in (drain, self._stderr_read):
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(task, 2)
 
-    async def _pump(self, reader: asyncio.StreamReader) -> None:
-        """The CLI's stdout to the ACP connection, JSON-RPC lines only: anything else is
-        kept (a few lines) to say what the program printed instead."""
-        assert self.process is not None and self.process.stdout is not None
-        try:
-            while line := await self.process.stdout.readline():
-                if line.lstrip().startswith(b"{"):
-                    reader.feed_data(line)
-                elif line.strip() and len(self.noise) < _NOISE_LINES:
-                    self.noise.append(line.decode("utf-8", "replace").strip())
-        except (ValueError, OSError):  # an over-long line, a closed pipe
-            pass
-        finally:
-            reader.feed_eof()
+    async def _read_stderr(self) -> None:
+        """Keep the last _STDERR_TAIL bytes the CLI writes to stderr (for error messages)."""
+        assert self.process is not None and self.process.stderr is not None
+        with contextlib.suppress(OSError):
+            while chunk := await self.process.stderr.read(1 << 16):
+                self.stderr = (self.stderr + chunk)[-_STDERR_TAIL:]
 
     async def _stop_process(self) -> None:
         """Close its stdin (ACP agents exit on EOF), then terminate and kill its group;
         return once the last process of the group is gone (the CLI, and whatever it started
-        and left in its group)."""
+        and left in its group). A cancelled run (a deadline, Ctrl-C) gives it a fifth of
+        the time to go."""
         process = self.process
         if process is None:
             return
@@ -587,6 +628,7 @@ class AcpRun:
         await _end(
             lambda sig: os.killpg(process.pid, sig),
             lambda: process.returncode is not None and not _group_alive(process.pid),
+            hurry=self.ctx.signal.cancelled,
         )
 
     async def _bridges_gone(self, run_lock: int) -> None:
@@ -642,8 +684,13 @@ class AcpRun:
 
     async def _exited(self, when: str) -> AcpError:
         assert self.process is not None
+        if self.unreadable is not None:
+            return AcpError(self.skill, f"the ACP agent `{self.shown}` {self.unreadable} {when}", code="Unreadable")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.process.wait(), 2)
+        if self._stderr_read is not None:  # what it said last, to the end
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_read), 1)
         status = self.process.returncode
         said = self._stderr_tail() or (self.noise[-1] if self.noise else "")
         how = f"exited with status {status}" if status is not None else "closed its output"
@@ -652,13 +699,8 @@ class AcpRun:
         )
 
     def _stderr_tail(self) -> str:
-        try:
-            self.stderr.seek(0)
-            text = self.stderr.read()[-4000:].decode("utf-8", "replace")
-            lines = [line for line in text.splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return ""
-        return " / ".join(lines[-3:])
+        lines = [line for line in self.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        return " / ".join(_said(line)[: _SAID_CHARS // 3] for line in lines[-3:])
 
     def _mcp_server(self, init: Any, endpoint: Any) -> Any:
         """Our endpoint as the session's MCP server: over HTTP when the agent can, else
@@ -673,6 +715,41 @@ class AcpRun:
         variables = {**endpoint.to_env(), ALIVE_ENV: self.bridges}
         env = [EnvVariable(name=name, value=value) for name, value in variables.items()]
         return McpServerStdio(name="agent-apps", command=sys.executable, args=["-m", "agent_apps.mcp.bridge"], env=env)
+
+
+class _AgentLines(asyncio.StreamReader):
+    """The CLI's stdout as the ACP connection reads it (``readuntil``, all it calls), a
+    line when it asks for one: a flood waits in the pipe, not in memory. JSON-RPC lines only:
+    anything else is kept (a few lines, cut short) to say what the program printed
+    instead. A line past the size limit ends the connection; one the bounded JSON reader
+    refuses is dropped, and when it answers a request, that request fails at once with
+    the reason (:func:`_readable`)."""
+
+    def __init__(self, run: AcpRun) -> None:
+        super().__init__(limit=_STDIO_LIMIT)
+        self.run = run
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+        run = self.run
+        assert run.process is not None and run.process.stdout is not None
+        while True:
+            try:
+                line = await run.process.stdout.readline()
+            except ValueError:  # a line past the limit (the rest is drained when the run ends)
+                run.unreadable = f"sent a message longer than {_STDIO_LIMIT >> 20} MB (one JSON-RPC line at most)"
+                line = b""
+            except OSError:  # a closed pipe
+                line = b""
+            if not line:
+                raise asyncio.IncompleteReadError(b"", None)
+            await asyncio.sleep(0)  # a turn of the loop per line, however fast they come
+            if not line.lstrip().startswith(b"{"):
+                if line.strip() and len(run.noise) < _NOISE_LINES:
+                    run.noise.append(_said(line[: _SAID_CHARS * 4].decode("utf-8", "replace")))
+                continue
+            readable = _readable(line, run)
+            if readable:
+                return readable
 
 
 class _Client:
@@ -702,9 +779,12 @@ def _task(request: Any) -> asyncio.Task[Any]:
     return task
 
 
-async def _end(send: Callable[[int], None], gone: Callable[[], bool]) -> None:
-    """Wait for ``gone()`` through :data:`STOP_STEPS`, sending each step's signal first."""
+async def _end(send: Callable[[int], None], gone: Callable[[], bool], *, hurry: bool = False) -> None:
+    """Wait for ``gone()`` through :data:`STOP_STEPS`, sending each step's signal first;
+    ``hurry`` (the run was cancelled): a fifth of the wait before SIGKILL."""
     for sig, wait in STOP_STEPS:
+        if hurry and sig != _signal.SIGKILL:
+            wait *= 0.2
         if sig is not None and not gone():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 send(sig)
@@ -788,14 +868,15 @@ def _invoke_code(tool_call: Any) -> str | None:
 
 
 def _reported_usage(response: Any) -> dict[str, int] | None:
+    """The prompt's usage as the agent reported it, each count clamped (it is a peer)."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return None
-    out = {"input_tokens": int(usage.input_tokens), "output_tokens": int(usage.output_tokens)}
+    out = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     for source, key in (("cached_read_tokens", "cache_read_tokens"), ("cached_write_tokens", "cache_write_tokens")):
         if getattr(usage, source, None):
-            out[key] = int(getattr(usage, source))
-    return out
+            out[key] = getattr(usage, source)
+    return clamp_usage(out)
 
 
 def _tool_result(value: Any) -> types.CallToolResult:
@@ -813,8 +894,35 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def _said(text: str) -> str:
+    """A peer's words for an error message: one line, at most _SAID_CHARS characters."""
+    text = " ".join(str(text)[: _SAID_CHARS * 4].split())
+    return text if len(text) <= _SAID_CHARS else text[: _SAID_CHARS - 1] + "…"
+
+
+def _readable(line: bytes, run: AcpRun) -> bytes:
+    """``line`` as the ACP connection may read it. A line the bounded JSON reader
+    refuses (not JSON, nested too deep, NaN: the connection's own parser would log a
+    traceback, or crash on it) is dropped; when it answers a request, that request gets
+    an error answer with the reason instead, so it fails at once."""
+    text = line.decode("utf-8", "replace")
+    try:
+        _json.loads(text)
+    except ValueError as exc:
+        log.info("%s: dropped a message of the agent that cannot be read (%s)", run.skill, _said(str(exc)))
+        request = _json.top_level_scalar(text, "id")
+        if request is None or _json.top_level_scalar(text, "method") is not None:
+            return b""
+        error = {"code": -32700, "message": f"agent-apps could not read the answer: {_said(str(exc))}"}
+        return json.dumps({"jsonrpc": "2.0", "id": request, "error": error}).encode() + b"\n"
+    return line
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read ``stream`` to its end, dropping what it says."""
+    with contextlib.suppress(OSError):
+        while await stream.read(1 << 16):
+            pass
 
 
 def _version() -> str:

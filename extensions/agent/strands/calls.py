@@ -8,10 +8,18 @@ a neutral response (see ``agent_apps/agent/model_calls.py``); with ``buffer_resp
 it holds the stream until the hook has seen it, so a directive may replace the answer.
 
 Strands sees nothing of this: it gets Bedrock-shaped stream events either way.
+
+Every reply is also held to what a model endpoint may send (docs/security.md, "What a
+peer can do"): reading stops at the next event once the run is cancelled, the event loop
+gets a turn between events (so that a flood cannot starve the deadline's timer), the
+reply's output is capped (``model.max_output_kb``), its token counts are clamped
+(:func:`~agent_apps.budget.clamp_usage`) and a reply without a stop reason is an error
+the agent may retry, never a result.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -19,12 +27,30 @@ from typing import TYPE_CHECKING, Any
 
 from strands.models.model import Model
 
+from agent_apps import _json
+from agent_apps.budget import clamp_usage
+from agent_apps.config import DEFAULTS
+from agent_apps.errors import Cancelled
+
 from .history import from_converse, to_converse
 
 if TYPE_CHECKING:
     from .loop import Session
 
-__all__ = ["ReportedModel", "events_of", "response_of"]
+__all__ = ["IncompleteReply", "OutputTooLarge", "ReportedModel", "events_of", "response_of"]
+
+#: What each streamed event counts toward ``model.max_output_kb`` beyond its text: a
+#: flood of empty events costs too.
+EVENT_COST = 16
+
+
+class OutputTooLarge(Exception):
+    """A model reply went past ``model.max_output_kb`` (not retried: it would again)."""
+
+
+class IncompleteReply(Exception):
+    """A model reply ended without a stop reason: cut off, so retried like a dropped
+    connection, never taken as the answer."""
 
 
 class ReportedModel(Model):
@@ -78,8 +104,12 @@ class ReportedModel(Model):
         if "system" in directive:
             system_prompt = str(directive["system"])
             kwargs["system_prompt_content"] = [{"text": system_prompt}]
+        # The run's own cancellation event, not Strands' copy of it (which lags and is
+        # cleared when the invocation ends): Bedrock's reader thread checks it at each
+        # chunk and closes the stream itself.
+        kwargs["cancel_signal"] = session.cancel_event
         chunks: list[Any] = []
-        async for chunk in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+        async for chunk in self._checked(self.inner.stream(messages, tool_specs, system_prompt, **kwargs)):
             chunks.append(chunk)
             if not self.buffered:
                 yield chunk
@@ -87,6 +117,38 @@ class ReportedModel(Model):
         if self.buffered:
             for chunk in events_of(answer) if answer is not None else chunks:
                 yield chunk
+
+    async def _checked(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The provider's stream, held to what a reply may be (see the module docstring)."""
+        session = self.session
+        built = session.built
+        limit = int(session.config.get("max_output_kb") or DEFAULTS["model"]["max_output_kb"]) * 1024
+        size, stopped = 0, False
+        built.unfinished = False
+        try:
+            async for chunk in stream:
+                if session.cancel_event.is_set():  # the run is over: read nothing more
+                    raise Cancelled(session.ctx.signal.reason or "cancelled")
+                size += EVENT_COST + _output_size(chunk)
+                if size > limit:
+                    built.cut()  # a reader thread (Bedrock) stops reading the flood now
+                    raise OutputTooLarge(
+                        f"the reply went past model.max_output_kb ({limit // 1024} KB of text, reasoning and "
+                        "tool input)"
+                    )
+                stop = chunk.get("messageStop") if isinstance(chunk, dict) else None
+                stopped = stopped or bool(isinstance(stop, dict) and stop.get("stopReason"))
+                yield _with_clamped_usage(chunk)
+                # A turn of the event loop between events: the deadline's timer and
+                # the cancellation run even when the endpoint floods (Bedrock's reader
+                # thread queues events faster than the hooks report them).
+                await asyncio.sleep(0)
+        finally:
+            await _close(stream)
+        if session.cancel_event.is_set():
+            raise Cancelled(session.ctx.signal.reason or "cancelled")
+        if not stopped or built.unfinished:
+            raise IncompleteReply("the reply ended without a stop reason (cut off)")
 
     async def _report(
         self, turn: int, attempt: int, response: dict[str, Any], started: float, *, replayed: bool
@@ -96,6 +158,33 @@ class ReportedModel(Model):
         report = {"type": "model-response", "turn": turn, "attempt": attempt, "response": response}
         directive = await self.session.hook({**report, "latency_ms": latency, "replayed": replayed})
         return directive.get("response") if self.buffered else None
+
+
+def _output_size(chunk: Any) -> int:
+    """The characters of text, reasoning and tool input in one stream event."""
+    delta = chunk.get("contentBlockDelta") if isinstance(chunk, dict) else None
+    if not isinstance(delta, dict) or not isinstance(delta.get("delta"), dict):
+        return 0
+    delta = delta["delta"]
+    tool, reasoning = delta.get("toolUse") or {}, delta.get("reasoningContent") or {}
+    parts = (delta.get("text"), tool.get("input"), reasoning.get("text"))
+    return sum(len(part) for part in parts if isinstance(part, str))
+
+
+def _with_clamped_usage(chunk: Any) -> Any:
+    """A ``metadata`` event with its token counts clamped: Strands adds them up, and a
+    string or a list there would crash its loop."""
+    metadata = chunk.get("metadata") if isinstance(chunk, dict) else None
+    if not isinstance(metadata, dict) or "usage" not in metadata:
+        return chunk
+    return {**chunk, "metadata": {**metadata, "usage": clamp_usage(metadata["usage"])}}
+
+
+async def _close(stream: Any) -> None:
+    """Close a provider's stream now (its connection with it), not when it is collected."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def response_of(chunks: list[Any]) -> dict[str, Any]:
@@ -124,10 +213,9 @@ def response_of(chunks: list[Any]) -> dict[str, Any]:
             response["stop_reason"] = chunk["messageStop"].get("stopReason") or "end_turn"
         elif "metadata" in chunk:
             usage = chunk["metadata"].get("usage") or {}
-            response["usage"] = {
-                "input_tokens": int(usage.get("inputTokens") or 0),
-                "output_tokens": int(usage.get("outputTokens") or 0),
-            }
+            response["usage"] = clamp_usage(
+                {"input_tokens": usage.get("inputTokens"), "output_tokens": usage.get("outputTokens")}
+            )
     response.update(text="".join(text), tool_calls=calls)
     if reasoning:
         response["reasoning"] = "".join(reasoning)
@@ -162,15 +250,15 @@ def events_of(response: dict[str, Any]) -> list[dict[str, Any]]:
         block({"toolUse": {"input": json.dumps(call.get("input") or {})}}, start)
     stop = response.get("stop_reason") or ("tool_use" if response.get("tool_calls") else "end_turn")
     chunks.append({"messageStop": {"stopReason": stop}})
-    usage = response.get("usage") or {}
-    tokens = {"inputTokens": int(usage.get("input_tokens") or 0), "outputTokens": int(usage.get("output_tokens") or 0)}
+    usage = clamp_usage(response.get("usage"))
+    tokens = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
     chunks.append({"metadata": {"usage": {**tokens, "totalTokens": sum(tokens.values())}, "metrics": {"latencyMs": 0}}})
     return chunks
 
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text) if text else {}
-    except json.JSONDecodeError:
+        value = _json.loads(text) if text else {}
+    except ValueError:  # not JSON, or JSON no agent code could be handed (NaN, too deep)
         return {}
     return value if isinstance(value, dict) else {}

@@ -53,6 +53,7 @@ from strands.tools.executors import SequentialToolExecutor as Sequential
 from strands.types.tools import AgentTool
 
 from agent_apps.agent.prompt import INVOKE_TOOL
+from agent_apps.budget import clamp_usage
 from agent_apps.errors import Cancelled
 
 from .caching import system_content
@@ -174,7 +175,7 @@ class Session(HookProvider):
             self._reader = asyncio.current_task()
         try:
             async for event in self.agent.stream_async(message, cancel_signal=self.cancel_event):
-                if self.fatal is not None or self.failure is not None:
+                if self._done():  # nothing more is reported (the model's stream stops at its next event)
                     continue
                 if event.get("data"):
                     await self.hook({"type": "message", "text": event["data"], "delta": self.built.streaming})
@@ -364,14 +365,16 @@ _CACHE_IN_INPUT = frozenset({"openai", "litellm"})
 def _usage(usage: dict[str, Any], provider: str) -> dict[str, int]:
     """A turn's usage in Bedrock's convention, whatever the provider's: ``input_tokens``
     without the cache reads and writes, which have keys of their own (so a total or a
-    price counts each token once)."""
-    out = {"input_tokens": int(usage.get("inputTokens") or 0), "output_tokens": int(usage.get("outputTokens") or 0)}
+    price counts each token once); each count clamped (the endpoint is not trusted)."""
+    out = {"input_tokens": usage.get("inputTokens"), "output_tokens": usage.get("outputTokens")}
     for source, key in (("cacheReadInputTokens", "cache_read_tokens"), ("cacheWriteInputTokens", "cache_write_tokens")):
         if usage.get(source):
-            out[key] = int(usage[source])
-            if provider in _CACHE_IN_INPUT:
-                out["input_tokens"] = max(0, out["input_tokens"] - out[key])
-    return out
+            out[key] = usage[source]
+    clamped = clamp_usage(out)
+    if provider in _CACHE_IN_INPUT:
+        cached = clamped.get("cache_read_tokens", 0) + clamped.get("cache_write_tokens", 0)
+        clamped["input_tokens"] = max(0, clamped["input_tokens"] - cached)
+    return clamped
 
 
 class InvokeTool(AgentTool):

@@ -6,6 +6,7 @@ built, so a missing pip extra becomes one clear :class:`ProviderError`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import socket
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_apps.errors import AgentAppsError
+
+from . import wire
 
 PROVIDERS = ("bedrock", "anthropic", "openai", "ollama", "litellm")
 DEFAULT_REGION = "us-west-2"
@@ -103,20 +106,37 @@ class Built:
     _client: Any = None
     #: Releases what the model's library keeps beyond the run (awaited by :meth:`aclose`).
     _release: Callable[[], Awaitable[None]] | None = None
+    #: Set while a reply streams when the provider's wire format said it did not end
+    #: (the library made up a stop reason): the reply is then incomplete.
+    unfinished: bool = False
     _responses: list[Any] = field(default_factory=list)
+    _cut_responses: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _aborted: bool = False
 
     def abort(self) -> None:
-        """Cut in-flight Bedrock streams (any thread): the reader thread wakes at once
-        instead of waiting for the next chunk or the read timeout."""
+        """Cut in-flight Bedrock streams (any thread), and every later one: the reader
+        thread wakes at once instead of waiting for the next chunk or the read timeout."""
         with self._lock:
             self._aborted = True
+        self.cut()
+
+    def cut(self) -> None:
+        """Cut the Bedrock streams in flight (any thread); later ones go ahead."""
+        with self._lock:
             responses, self._responses = self._responses, []
+            self._cut_responses += responses
         for raw in responses:
             _cut(raw)
 
     def close(self) -> None:
+        """Close the client, and the connections of the streams cut (their reader
+        threads, woken by the cut, are gone by now): the endpoint sees them closed."""
+        with self._lock:
+            responses, self._cut_responses = self._cut_responses, []
+        for raw in responses:
+            with contextlib.suppress(Exception):
+                raw.close()
         if self._client is not None:
             try:
                 self._client.close()
@@ -306,7 +326,7 @@ def _anthropic(config: dict[str, Any]) -> Built:
     if config.get("base_url"):
         client_args["base_url"] = config["base_url"]
     # the agent policy retries, through the hook; a stalled read fails after read_timeout
-    client_args.update(max_retries=0, timeout=_read_timeout(config))
+    client_args.update(max_retries=0, timeout=_read_timeout(config), http_client=wire.anthropic_http_client())
     params = _params(config, max_tokens=False)
     model = AnthropicModel(
         client_args=client_args,
@@ -332,20 +352,18 @@ def _openai(config: dict[str, Any]) -> Built:
         client_args["base_url"] = config["base_url"]
     client_args.update(max_retries=0, timeout=_read_timeout(config))
     params = _params(config)
-    model = OpenAIModel(
-        client_args=client_args,
-        model_id=model_id,
-        params=params or None,
-        stream=bool(config.get("streaming", True)),
-    )
-    return Built(
-        model,
+    built = Built(
+        None,
         "openai",
         model_id,
         endpoint_url=config.get("base_url"),
         streaming=bool(config.get("streaming", True)),
         streams_on_loop=True,
     )
+    client = wire.openai_client(client_args, built)
+    built.model = OpenAIModel(client=client, model_id=model_id, params=params or None, stream=built.streaming)
+    built._release = client.close  # one client for the run, closed on its loop
+    return built
 
 
 def _ollama(config: dict[str, Any]) -> Built:
@@ -353,7 +371,7 @@ def _ollama(config: dict[str, Any]) -> Built:
         from strands.models.ollama import OllamaModel
     except ImportError as exc:
         raise _missing_extra("ollama", exc) from None
-    client_args: dict[str, Any] = {"timeout": _read_timeout(config)}
+    client_args: dict[str, Any] = wire.ollama_client_args({"timeout": _read_timeout(config)})
     if config.get("api_key"):  # Ollama has none; a proxy in front of it may
         client_args["headers"] = {"Authorization": f"Bearer {config['api_key']}"}
     settings: dict[str, Any] = {"model_id": _model_id(config, "ollama", "qwen2.5-coder:14b"), **_sampling(config)}
@@ -363,7 +381,9 @@ def _ollama(config: dict[str, Any]) -> Built:
         settings["options"] = dict(config["params"])
     # base_url, else OLLAMA_HOST, else http://localhost:11434 (the ollama client decides)
     model = OllamaModel(config.get("base_url") or None, ollama_client_args=client_args, **settings)
-    return Built(model, "ollama", settings["model_id"], endpoint_url=config.get("base_url"), streams_on_loop=True)
+    built = Built(model, "ollama", settings["model_id"], endpoint_url=config.get("base_url"), streams_on_loop=True)
+    wire.watch_ollama(model, built)
+    return built
 
 
 def _litellm(config: dict[str, Any]) -> Built:
@@ -385,13 +405,21 @@ def _litellm(config: dict[str, Any]) -> Built:
     params = _params(config)
     model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
     streaming = bool(config.get("streaming", True))
+    close_client = wire.litellm_clients({**config, "model_id": model_id}, client_args)
     model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None, stream=streaming)
     with _litellm_runs_lock:
         _litellm_runs[0] += 1
     built = Built(
         model, "litellm", model_id, endpoint_url=config.get("base_url"), streaming=streaming, streams_on_loop=True
     )
-    built._release = _release_litellm_clients
+    wire.watch_litellm(model, built)
+
+    async def release() -> None:
+        if close_client is not None:
+            await close_client()
+        await _release_litellm_clients()
+
+    built._release = release
     return built
 
 
@@ -475,6 +503,29 @@ def classify(exc: BaseException, built: Built) -> ModelFailure:
         chain.append(current)
         current = current.__cause__ or current.__context__
     names = {type(e).__name__ for e in chain}
+
+    if "OutputTooLarge" in names:
+        return ModelFailure(
+            "OutputTooLarge",
+            _one_line(exc),
+            False,
+            f"{where}: {_one_line(exc)}: raise model.max_output_kb if the model's answers are that long",
+        )
+    if "IncompleteReply" in names or "JSONDecodeError" in names:  # a reply cut off, or mangled
+        return ModelFailure(
+            "IncompleteReply", _one_line(exc), True, f"{where} did not finish its reply: {_one_line(exc)}"
+        )
+    redirect = _redirect(chain)
+    if redirect is not None:
+        setting = "model.endpoint_url" if built.provider == "bedrock" else "model.base_url"
+        return ModelFailure(
+            "Redirected",
+            _one_line(exc),
+            False,
+            f"the endpoint of {where} redirected the request{redirect}, and agent-apps does not follow a model "
+            f"endpoint's redirects (the conversation and your key go only to the host configured): set {setting} "
+            "to the address you mean",
+        )
 
     if "ContextWindowOverflowException" in names:
         return ModelFailure(
@@ -579,6 +630,22 @@ _BODY_STATUS = {
 _API_NAMES = {"anthropic": "the Anthropic API", "openai": "the OpenAI API", "ollama": "Ollama", "litellm": "LiteLLM"}
 _KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 _OVERFLOW_WORDS = ("context length", "context window", "too long", "maximum context", "context_length_exceeded")
+
+
+def _redirect(chain: list[BaseException]) -> str | None:
+    """``" (status 307, to URL)"`` when the model call failed on an HTTP redirect, else None."""
+    for error in chain:
+        response = getattr(error, "response", None)
+        status = getattr(error, "status_code", None)
+        headers: Any = getattr(response, "headers", None)
+        if isinstance(response, dict):  # botocore
+            metadata = response.get("ResponseMetadata") or {}
+            status, headers = metadata.get("HTTPStatusCode"), metadata.get("HTTPHeaders")
+        if isinstance(status, int) and 300 <= status < 400:
+            location = headers.get("location") if hasattr(headers, "get") else None
+            where = f", to {_one_line(location)[:200]}" if location else ""
+            return f" (status {status}{where})"
+    return None
 
 
 def _http_status(chain: list[BaseException]) -> int | None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
+
+from ..terminal import printable
+from . import _number
 
 __all__ = ["parse", "parser"]
 
@@ -54,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..manager import ContextManager
-    from .scheduler import Scheduler
+    from ..scheduling.scheduler import Scheduler
 
     for path in args.path:
         if not os.path.isdir(path):
@@ -107,23 +107,8 @@ class _Formatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
         level = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
-        return f"{record.asctime} {level}{record.message}"
+        return f"{record.asctime} {level}{printable(record.message)}"  # run errors quote agent output
 
-
-def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
-    """An argparse type: a finite number of ``cast`` at least (or above) ``least``."""
-    what = "a number of seconds" if cast is float else "a whole number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if not math.isfinite(value) or value < least or (above and value == least):
-            raise argparse.ArgumentTypeError(f"must be {'greater than' if above else 'at least'} {least:g}, not {text}")
-        return value
-
-    return parse
 
 
 _positive = _number(float, 0, above=True)
