@@ -9,6 +9,7 @@ pydantic-ai draws the same line between ``GraphAgentDeps`` and ``GraphAgentState
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,12 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..skill import Skill
 
-__all__ = ["RunSettings", "settle", "takes_arg"]
+__all__ = ["MIN_THINKING_TOKENS", "RunSettings", "settle", "takes_arg", "warn_once"]
+
+_log = logging.getLogger("agent_apps.agent")
+#: The smallest ``model.thinking.budget_tokens``: Anthropic's (and so Bedrock's) minimum.
+MIN_THINKING_TOKENS = 1024
+_warned: set[tuple[str, ...]] = set()
 
 #: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
 _EXCLUDED = ("agent", "agent-execute")
@@ -178,6 +184,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     if not is_skill_name(provider):
         raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {provider!r}")
     attachments = _attachments(ctx, args, served, provider)
+    _check_thinking(ctx, config, provider)
     parent_scope = ctx.nonlocals.get("agent") or {}
     # Nested agents hide the skills their ancestors serve, too (no loops through them).
     inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
@@ -242,6 +249,41 @@ def _attachments(ctx: Context, args: Mapping[str, Any], served: Context, provide
             "(Bedrock, Anthropic, OpenAI-compatible servers), and agent-scripted plays along",
         )
     return tuple(parts)
+
+
+def warn_once(key: tuple[str, ...], message: str, *args: Any) -> None:
+    """Log ``message`` as a warning the first time this process meets ``key``: a setting
+    ignored on every run would otherwise fill the log."""
+    if key not in _warned:
+        _warned.add(key)
+        _log.warning(message, *args)
+
+
+def _check_thinking(ctx: Context, config: Mapping[str, Any], provider: str) -> None:
+    """Refuse a ``model.thinking`` budget below :data:`MIN_THINKING_TOKENS`; warn once
+    when the provider has no reasoning settings (``metadata.provider.thinking``), which
+    then runs without them."""
+    thinking = config.get("thinking")
+    if not thinking:
+        return
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_THINKING_TOKENS:
+        raise ArgsInvalid(
+            ctx.skill.name,
+            "config.thinking.budget_tokens",
+            f"must be an integer of at least {MIN_THINKING_TOKENS} (the smallest reasoning budget Anthropic takes), "
+            f"not {budget!r}",
+        )
+    try:
+        declared = (ctx.manager.context_manager.get(provider).metadata or {}).get("provider")
+    except AgentAppsError:
+        return  # the provider call will say what is wrong with it
+    if not (isinstance(declared, dict) and declared.get("thinking")):
+        warn_once(
+            ("thinking", provider),
+            "model.thinking is ignored: provider %r has no reasoning settings (agent-strands has them)",
+            provider,
+        )
 
 
 def _below_agent_code(ctx: Context) -> bool:

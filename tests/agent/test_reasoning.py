@@ -42,3 +42,30 @@ async def test_a_run_that_keeps_no_content_keeps_only_the_reasoning_length(conte
     run = context_manager.state.runs.list()[0]
     (step,) = context_manager.state.runs.agents(run.id)[0].report["steps"]
     assert step["reasoning_chars"] == len(THOUGHT) and "reasoning" not in step and "reasoning_summary" not in step
+
+
+async def test_a_provider_without_reasoning_settings_runs_without_them_and_warns_once(
+    context_manager, caplog, monkeypatch
+):
+    """agent-scripted declares no ``metadata.provider.thinking``: model.thinking is
+    ignored there, with one warning naming it however many runs ask for it."""
+    from agent_apps.agent import settings
+
+    monkeypatch.setattr(settings, "_warned", set())  # what earlier tests of this process warned of
+    config = {"agent": "agent-scripted", "script": [{"text": "ok"}], "thinking": {"budget_tokens": 2048}}
+    with caplog.at_level("WARNING", logger="agent_apps.agent"):
+        for _ in range(2):
+            assert await context_manager.invoke("agent", {"config": config}) == "ok"
+    warned = [r.getMessage() for r in caplog.records if "model.thinking" in r.getMessage()]
+    assert warned == [
+        "model.thinking is ignored: provider 'agent-scripted' has no reasoning settings (agent-strands has them)"
+    ]
+
+
+@pytest.mark.parametrize("budget", [100, 0, "lots", True])
+async def test_a_bad_thinking_budget_is_refused_naming_the_arg(context_manager, budget):
+    from agent_apps import AgentAppsError
+
+    config = {"agent": "agent-scripted", "script": [{"text": "ok"}], "thinking": {"budget_tokens": budget}}
+    with pytest.raises(AgentAppsError, match="budget_tokens"):
+        await context_manager.invoke("agent", {"config": config})

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps import AgentAppsError, ArgsInvalid, Cancelled, Signal
 from agent_apps.testing import default_sigint
 from agent_apps.testing.bedrock import FakeBedrock, dummy_aws_env
 
@@ -136,6 +136,25 @@ async def test_non_streaming_converse_works(run, bedrock, events):
     assert await run(config={"streaming": False}) == "Said hi."
     assert [r.operation for r in bedrock.requests] == ["Converse", "Converse"]
     assert of_type(events, "tool-result")[0]["result"] == "hi"
+
+
+async def test_thinking_is_bedrock_extended_thinking_with_room_for_the_answer(run, bedrock, events):
+    bedrock.add_turns({"reasoning": "Think first.", "text": "Thought."}, {"text": "Again."})
+    config = {"thinking": {"budget_tokens": 2048}, "params": {"top_k": 5}}
+    assert await run(config=config) == "Thought."
+    body = bedrock.requests[0].body
+    assert body["additionalModelRequestFields"] == {"top_k": 5, "thinking": {"type": "enabled", "budget_tokens": 2048}}
+    assert body["inferenceConfig"]["maxTokens"] == 2048 + 4096  # the answer keeps its default room
+    assert "".join(e["text"] for e in of_type(events, "agent-message") if e.get("reasoning")) == "Think first."
+    # a max_tokens above the budget is kept as it is
+    assert await run(config={"thinking": {"budget_tokens": 2048}, "max_tokens": 3000}) == "Again."
+    assert bedrock.requests[1].body["inferenceConfig"]["maxTokens"] == 3000
+
+
+async def test_a_thinking_budget_below_anthropics_minimum_is_refused_before_any_call(run, bedrock):
+    with pytest.raises(ArgsInvalid, match=r"config.thinking.budget_tokens.*at least 1024"):
+        await run(config={"thinking": {"budget_tokens": 100}})
+    assert bedrock.requests == []
 
 
 async def test_text_and_reasoning_stream_as_deltas(run, bedrock, events):

@@ -85,10 +85,10 @@ def events(context_manager):
 
 @pytest.fixture
 def run(context_manager, provider, fake):
-    async def run(*, config=None, signal=None, **args):
+    async def run(*, config=None, signal=None, session=None, **args):
         call = {"prompt": "You are a test agent.", "user_message": "Do the test.", "events": "providers", **args}
         call["config"] = {**provider.config(fake), **(config or {})}
-        return await context_manager.invoke("agent", call, signal=signal)
+        return await context_manager.invoke("agent", call, signal=signal, session=session)
 
     return run
 
@@ -149,12 +149,66 @@ async def test_two_turns_streamed_with_the_tool_result_fed_back(provider, fake, 
 
 
 async def test_streaming_false_sends_one_plain_request_a_turn(provider, fake, run, events):
-    if provider.name in ("anthropic", "ollama"):
-        pytest.skip("model.streaming: false is not honoured for this provider yet (issue 30)")
-    fake.add_turns(invoke("print(6 * 7)"), {"text": "It is 42."})
+    fake.add_turns(invoke("print(6 * 7)"), {"text": "It is 42.", "usage": {"input_tokens": 50, "output_tokens": 4}})
     assert await run(config={"streaming": False}) == "It is 42."
     assert [request.streaming for request in fake.requests] == [False, False]
+    assert "42" in tool_result_text(provider, fake.requests[1])  # the tool call came through whole
     assert [e["delta"] for e in of_type(events, "agent-message")] == [False]
+    assert of_type(events, "turn-end")[-1]["usage"] == {"input_tokens": 50, "output_tokens": 4}
+
+
+#: The model each provider's thinking test runs (OpenAI's: one that takes reasoning_effort).
+THINKING_MODELS = {"openai": "o4-mini", "litellm": "anthropic/claude-sonnet-4-5"}
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "plain"])
+async def test_thinking_is_the_apis_reasoning_setting_and_its_reasoning_is_kept(
+    provider, fake, run, events, streaming, context_manager
+):
+    if provider.name == "litellm":
+        pytest.skip("LiteLLM's anthropic/ path needs the Anthropic fake: test_litellm_passes_thinking_through")
+    fake.add_turns(
+        {"reasoning": "Six sevens. ", **invoke("print(6 * 7)")},
+        {"reasoning": "Done.", "text": "It is 42."},
+    )
+    config = {"thinking": {"budget_tokens": 3000}, "streaming": streaming}
+    if provider.name in THINKING_MODELS:
+        config["model_id"] = THINKING_MODELS[provider.name]
+    assert await run(config=config, session=f"think-{streaming}") == "It is 42."
+    body = fake.requests[0].body
+    if provider.name == "anthropic":
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 3000}
+        assert body["max_tokens"] == 3000 + 4096
+        # Anthropic wants the turn's thinking block back, signed, with its tool use
+        assert fake.requests[1].messages[1]["content"][0] == {
+            "type": "thinking",
+            "thinking": "Six sevens. ",
+            "signature": "sig",
+        }
+    elif provider.name == "openai":
+        assert body["reasoning_effort"] == "medium"
+    else:
+        assert body["think"] is True
+    thoughts = [e["text"] for e in of_type(events, "agent-message") if e.get("reasoning")]
+    assert "".join(thoughts) == "Six sevens. Done."
+    stored = context_manager.state.sessions.history(f"think-{streaming}").messages()
+    assert [m.get("reasoning") for m in stored if m["role"] == "assistant"] == ["Six sevens. ", "Done."]
+
+
+async def test_thinking_warns_once_for_a_model_without_reasoning_settings(provider, fake, run, caplog, monkeypatch):
+    if provider.name != "openai":
+        pytest.skip("only OpenAI-compatible models may take no reasoning setting")
+    from agent_apps.agent import settings
+
+    monkeypatch.setattr(settings, "_warned", set())  # what earlier tests of this process warned of
+    fake.add_turns("One.", "Two.")
+    with caplog.at_level("WARNING", logger="agent_apps.agent"):
+        for _ in range(2):
+            await run(config={"thinking": {"budget_tokens": 2048}, "model_id": "plain-model-for-warning"})
+    assert "reasoning_effort" not in fake.requests[0].body
+    warned = [r.getMessage() for r in caplog.records if "plain-model-for-warning" in r.getMessage()]
+    assert warned == ["model.thinking is ignored: provider 'openai' model 'plain-model-for-warning' takes no "
+                      "reasoning_effort (set model.params.reasoning_effort to send it anyway)"]  # fmt: skip
 
 
 async def test_cached_input_tokens_are_counted_once(provider, fake, run, events):
@@ -325,3 +379,24 @@ async def test_ollama_refuses_a_document_attachment_naming_it(provider, fake, co
     with pytest.raises(AgentAppsError, match=r"'ollama' takes image attachments only, not 'attachment-2.pdf'"):
         await context_manager.invoke("agent", call, attachments=[PNG, PDF])
     assert fake.requests == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs the litellm extra")
+async def test_litellm_passes_thinking_through(context_manager):
+    """LiteLLM gets Anthropic's thinking setting as it is, and maps it for its model."""
+    with FakeAnthropic(api_key=KEY) as fake:
+        fake.add_turns({"reasoning": "Plainly.", "text": "Passed."})
+        config = {
+            "agent": "agent-strands",
+            "provider": "litellm",
+            "model_id": "anthropic/claude-sonnet-4-5",
+            "base_url": fake.url,
+            "api_key": KEY,
+            "thinking": {"budget_tokens": 2048},
+            "max_tokens": 4000,
+        }
+        call = {"prompt": "P", "user_message": "Think.", "config": config}
+        assert await context_manager.invoke("agent", call, session="lite") == "Passed."
+    assert fake.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    (answer,) = [m for m in context_manager.state.sessions.history("lite").messages() if m["role"] == "assistant"]
+    assert answer["reasoning"] == "Plainly."
