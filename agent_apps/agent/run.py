@@ -220,6 +220,7 @@ class AgentRun:
         )
         ids = {f"agent_apps.{key}": value for key, value in self.reporter.ids().items()}
         tracing.annotate(self.ctx.span, {"agent_apps.agent": settings.name, **ids})
+        tracing.gen_ai(self.ctx.span, "invoke_agent", agent=settings.name, model=settings.config.get("model_id"))
         return context
 
     async def _recall(self, context: Assembled, visible: Visible) -> list[Any]:
@@ -394,4 +395,3 @@ class AgentRun:
 
     def _error_of(self, exc: BaseException) -> dict[str, Any]:
         return error_of(exc, self.ctx.signal)
-

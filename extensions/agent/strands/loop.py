@@ -28,6 +28,10 @@ and the tool are coroutines on the same loop. Cancellation (``ctx.signal``) sets
 invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream; the HTTP APIs'
 clients (Anthropic, OpenAI, Ollama, LiteLLM) read on the event loop, so their stream is
 cut by cancelling the task that reads it.
+
+Tracing: the ``agent`` skill makes one span per model call (``chat MODEL``, with the
+GenAI attributes), so Strands' own ``chat`` span is left out (:func:`_one_model_span`);
+its other spans (``invoke_agent``, ``execute_event_loop_cycle``, ``execute_tool``) stay.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ _UNSET: Any = object()
 
 
 async def run(ctx: Any, args: dict[str, Any]) -> Any:
+    _one_model_span()
     config = dict(args.get("config") or {})
     built = await asyncio.to_thread(build_model, config)
     try:
@@ -78,6 +83,24 @@ async def run(ctx: Any, args: dict[str, Any]) -> Any:
         return await session.run()
     finally:
         await built.aclose()
+
+
+def _one_model_span() -> None:
+    """Once per process: Strands' span per model call is a non-recording stand-in for
+    the span current then (its cycle's), so that spans made below it still join the
+    trace, and each model call appears once (as the ``agent`` skill's ``chat MODEL``)."""
+    from opentelemetry import trace
+    from strands.telemetry.tracer import get_tracer
+
+    tracer = get_tracer()  # one for the process
+    if getattr(tracer, "_agent_apps_one_model_span", False):
+        return
+
+    def start_model_invoke_span(*args: Any, **kwargs: Any) -> Any:
+        return trace.NonRecordingSpan(trace.get_current_span().get_span_context())
+
+    tracer.start_model_invoke_span = start_model_invoke_span  # type: ignore[method-assign]
+    tracer._agent_apps_one_model_span = True  # type: ignore[attr-defined]
 
 
 class Session(HookProvider):
