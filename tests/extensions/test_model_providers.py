@@ -208,7 +208,7 @@ async def test_thinking_warns_once_for_a_model_without_reasoning_settings(provid
     assert "reasoning_effort" not in fake.requests[0].body
     warned = [r.getMessage() for r in caplog.records if "plain-model-for-warning" in r.getMessage()]
     assert warned == ["model.thinking is ignored: provider 'openai' model 'plain-model-for-warning' takes no "
-                      "reasoning_effort (set model.params.reasoning_effort to send it anyway)"]  # fmt: skip
+                      "reasoning_effort (model.params may still set the model's own)"]  # fmt: skip
 
 
 async def test_cached_input_tokens_are_counted_once(provider, fake, run, events):
@@ -400,3 +400,27 @@ async def test_litellm_passes_thinking_through(context_manager):
     assert fake.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     (answer,) = [m for m in context_manager.state.sessions.history("lite").messages() if m["role"] == "assistant"]
     assert answer["reasoning"] == "Plainly."
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs the litellm extra")
+async def test_litellm_gets_the_reasoning_parameter_its_model_takes(context_manager, caplog, monkeypatch):
+    """LiteLLM refuses a parameter its model does not take: an OpenAI reasoning model
+    gets reasoning_effort, a model with neither gets nothing and a warning."""
+    from agent_apps.agent import settings
+
+    monkeypatch.setattr(settings, "_warned", set())
+    bodies = {}
+    for model in ("openai/o4-mini", "openai/gpt-4o"):
+        with FakeOpenAI(api_key=KEY) as fake:
+            fake.add_turns("Done.")
+            config = {"agent": "agent-strands", "provider": "litellm", "model_id": model, "base_url": fake.base_url,
+                      "api_key": KEY, "thinking": {"budget_tokens": 5000}}  # fmt: skip
+            with caplog.at_level("WARNING", logger="agent_apps.agent"):
+                assert await context_manager.invoke("agent", {"prompt": "P", "config": config}) == "Done."
+            bodies[model] = fake.requests[0].body
+    assert bodies["openai/o4-mini"]["reasoning_effort"] == "high"
+    assert "reasoning_effort" not in bodies["openai/gpt-4o"] and "thinking" not in bodies["openai/gpt-4o"]
+    assert [r.getMessage() for r in caplog.records if "model.thinking" in r.getMessage()] == [
+        "model.thinking is ignored: provider 'litellm' model 'openai/gpt-4o' takes neither thinking nor "
+        "reasoning_effort (model.params may still set the model's own)"
+    ]

@@ -428,10 +428,11 @@ def _litellm(config: dict[str, Any]) -> Built:
     if config.get("base_url"):
         client_args["api_base"] = config["base_url"]
     params = _params(config)
-    thinking = reasoning.budget(config)
-    if thinking:  # LiteLLM maps it to the model's own reasoning settings
-        params.setdefault("thinking", reasoning.enabled(thinking))
     model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
+    thinking = reasoning.budget(config)
+    if thinking:
+        for key, value in reasoning.litellm(model_id, thinking, config.get("base_url")).items():
+            params.setdefault(key, value)
     streaming = bool(config.get("streaming", True))
     close_client = wire.litellm_clients({**config, "model_id": model_id}, client_args)
     model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None, stream=streaming)
