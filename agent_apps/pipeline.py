@@ -44,7 +44,19 @@ __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
 OPTIONS = frozenset(
-    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run", "attachments"}
+    {
+        "middleware",
+        "config",
+        "target",
+        "internals",
+        "nonlocals",
+        "signal",
+        "system",
+        "session",
+        "run",
+        "attachments",
+        "context",
+    }
 )
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
@@ -101,6 +113,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["session"] = options["session"]
     if attachments:  # the agent this invocation serves gets them with the user's message
         ctx.internals["attachments"] = attachments
+    if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
+        ctx.internals["context"] = options["context"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     if middleware:  # agent middleware named here reaches the agent it serves

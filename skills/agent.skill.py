@@ -22,6 +22,11 @@ frontmatter = {
                 "description": "images and documents for the user message: "
                 "[{type: image|document, format, data (base64), name?}]",
             },
+            "context": {
+                "type": ["string", "object"],
+                "description": "per-task context: a dynamic layer of the system prompt after the stable ones; "
+                "a text, or {text, merge_parent, metadata}",
+            },
         },
         "additionalProperties": False,
     },
