@@ -39,13 +39,17 @@ __all__ = ["AgentLimits", "RunRecord", "RunTree"]
 
 class RunTree:
     """What the whole run shares: the number of agents started in it and the MB of
-    sandbox memory its live agents hold (the spawn budget counts both)."""
+    sandbox memory its live agents hold (the spawn budget counts both), and the account
+    of model calls made outside any agent."""
 
-    __slots__ = ("agents", "memory_mb")
+    __slots__ = ("agents", "memory_mb", "outside_agents")
 
     def __init__(self) -> None:
         self.agents = 0
         self.memory_mb = 0
+        #: The ledger of ``ctx.llm`` calls made outside any agent (made by the first,
+        #: with its config's limits): they share one budget, as an agent's turns do.
+        self.outside_agents: Ledger | None = None
 
     def reserve_memory(self, name: str, memory_mb: int, spawn: SpawnLimits) -> Callable[[], None]:
         """Count a sandbox's ``memory_mb`` for its lifetime, or refuse it past
