@@ -17,7 +17,7 @@ frontmatter = {
                 "type": "array",
                 "minItems": 1,
                 "maxItems": 1000,
-                "description": "the conversation, oldest first, ending with the user's message (before prompt, if both)",
+                "description": "the conversation, oldest first; the user's message last (or prompt after it)",
                 "items": {
                     "type": "object",
                     "properties": {"role": {"enum": ["user", "assistant"]}, "text": {"type": "string"}},

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..context import Context
 from ..errors import AgentAppsError
@@ -33,9 +33,6 @@ from ..middleware import MiddlewareFn, compose
 from ..skill import Skill
 from ..validation import schema_problem
 from .model_calls import RESPONSE_SCHEMA
-
-if TYPE_CHECKING:
-    from .run import AgentRun
 
 __all__ = ["MODEL_CALL", "ModelCallFailed", "ModelMiddleware", "model_call_context"]
 
@@ -65,15 +62,16 @@ class ModelCallFailed(AgentAppsError):
     call failed (or the run ended before it answered)."""
 
 
-def model_call_context(run: AgentRun, event: dict[str, Any]) -> Context:
-    """The model call of ``event`` as an invocation (a child of the agent's)."""
+def model_call_context(caller: Context, event: dict[str, Any]) -> Context:
+    """The model call of ``event`` as an invocation (a child of ``caller``'s: the
+    agent's, or the ``llm`` skill's)."""
     args = {
         "messages": list(event.get("messages") or ()),
         "system": str(event.get("system") or ""),
-        "turn": int(event.get("turn") or run.state.turn),
+        "turn": int(event.get("turn") or 1),
         "attempt": int(event.get("attempt") or 1),
     }
-    return Context(run.cm, MODEL_CALL, args, run.ctx)
+    return Context(caller.manager.context_manager, MODEL_CALL, args, caller)
 
 
 class ModelMiddleware:
@@ -82,8 +80,9 @@ class ModelMiddleware:
     needs_messages = True
     changes_responses = True
 
-    def __init__(self, run: AgentRun, middleware: Sequence[MiddlewareFn]) -> None:
-        self.run = run
+    def __init__(self, caller: Context, name: str, middleware: Sequence[MiddlewareFn]) -> None:
+        #: the invocation whose model calls these are, and its name for errors
+        self.caller, self.name = caller, name
         self.onion = compose(middleware)
         #: the onion of the call in flight: (its task, the future of the model's answer)
         self._pending: tuple[asyncio.Task[Any], asyncio.Future[Any]] | None = None
@@ -91,7 +90,7 @@ class ModelMiddleware:
     async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
         self.abort("a new model call began")  # the last one never answered (its error was reported)
         loop = asyncio.get_running_loop()
-        ctx = model_call_context(self.run, event)
+        ctx = model_call_context(self.caller, event)
         sent: asyncio.Future[dict[str, Any]] = loop.create_future()
         answer: asyncio.Future[Any] = loop.create_future()
 
@@ -141,8 +140,7 @@ class ModelMiddleware:
         if problem is not None or not isinstance(response, dict):
             where = f" at {problem[0]}: {problem[1]}" if problem else ""
             raise AgentAppsError(
-                f"{self.run.settings.name}: a model-level middleware returned something that is not a model "
-                f"response{where}",
-                skill=self.run.settings.name,
+                f"{self.name}: a model-level middleware returned something that is not a model response{where}",
+                skill=self.name,
             )
         return response

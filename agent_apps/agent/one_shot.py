@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +27,16 @@ from ..budget import Ledger, supervision_config, with_clamped_usage
 from ..config import call_config
 from ..errors import ArgsInvalid, ResultInvalid
 from ..validation import schema_error, schema_problem
+from .around_model import model_level_middleware
+from .model_calls import ModelCalls, require_model_calls
+from .model_middleware import ModelMiddleware
 from .prompt import INVOKE_TOOL
 
 if TYPE_CHECKING:
     from ..budget import Supervision
     from ..config import Resolved
     from ..context import Context
+    from ..middleware import MiddlewareFn
     from ..state.messages import Message
 
 __all__ = ["DEFAULT_SYSTEM", "OneShot", "ask", "one_shot"]
@@ -57,6 +62,7 @@ async def one_shot(
     user_message: str,
     messages: list[Message] | None = None,
     resolved: Resolved | None = None,
+    middleware: Sequence[MiddlewareFn] = (),
     refusal: str = "no tools in this call: answer with text",
 ) -> OneShot:
     """Ask the model of ``provider`` (with the ``model`` config ``config``) once.
@@ -64,7 +70,9 @@ async def one_shot(
     ``messages`` come before ``user_message`` in the conversation. With ``resolved``
     (the cascade ``config`` came from), the call draws on the execution budget it sets
     and on the run's above it; without, it is not accounted (compaction's summary,
-    which the agent accounts as part of its run). ``refusal`` is what a tool call gets.
+    which the agent accounts as part of its run). ``middleware`` (model-level) sits
+    around the call, which needs a provider that reports its model calls. ``refusal``
+    is what a tool call gets.
     """
     manager = ctx.manager
     cm = manager.context_manager
@@ -73,15 +81,23 @@ async def one_shot(
     if ledger is not None:
         ledger.start_turn()
     answer = OneShot("")
+    onion = ModelMiddleware(ctx, ctx.skill.name, middleware) if middleware else None
+    model_calls = ModelCalls([onion] if onion is not None else [])
 
     async def hook(hook_ctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
         kind = event.get("type")
+        if kind == "model-call" and model_calls:
+            return await model_calls.on_call(event)
+        if kind == "model-response" and model_calls:
+            return await model_calls.on_response(with_clamped_usage(event))
         if kind == "turn-end":
             answer.usage = dict(with_clamped_usage(event).get("usage") or {})
             return {"stop": True, "result": event.get("result") or ""}
         if kind == "tool-call":
             return {"deny": refusal}
         if kind == "error":
+            if onion is not None:
+                onion.abort(str((event.get("error") or {}).get("message") or "error"))
             return {"stop": True}
         return None
 
@@ -100,11 +116,16 @@ async def one_shot(
     }
     if messages:
         call["messages"] = messages
+    if model_calls:
+        require_model_calls(cm.get(provider))
+        call.update(model_calls.provider_args())
     try:
         text = await ctx.signal.guard(manager.invoke(provider, call))
     finally:
         cm.release(hook_ref)
         cm.release(invoke_ref)
+        if onion is not None:
+            onion.abort("the call ended")
     answer.text = text if isinstance(text, str) else "" if text is None else str(text)
     if ledger is not None and supervision is not None:
         price = supervision.price
@@ -159,9 +180,12 @@ async def ask(ctx: Context, args: dict[str, Any]) -> Any:
         where = "messages" if "messages" in args else ""
         raise ArgsInvalid(ctx.skill.name, where, "give a prompt, or messages whose last one is the user's")
     last = messages.pop()
+    scope = ctx.nonlocals.get("agent") or {}  # an enclosing agent's: its middleware holds here too
+    inherited: tuple[list[MiddlewareFn], list[Any]] = scope.get("around_model_calls") or ([], [])
+    served = [ctx.parent] if ctx.parent is not None else []
     answer = await one_shot(
         ctx, provider, config, system=system, user_message=last.get("text") or "", messages=messages,
-        resolved=resolved,
+        resolved=resolved, middleware=model_level_middleware(cm, inherited[0], served, config),
     )
     tracing.annotate(ctx.span, {f"gen_ai.usage.{k}": v for k, v in answer.usage.items() if k.endswith("_tokens")})
     if schema is None:

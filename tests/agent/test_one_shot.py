@@ -119,13 +119,39 @@ async def test_agent_code_calls_count_in_the_agents_budget_and_report(context_ma
 
 
 async def test_agent_code_may_not_redirect_the_call_or_name_a_non_provider(context_manager):
-    for config, path in [({"base_url": "http://evil.example"}, "config.base_url"), ({"agent": "file-read"}, "config.agent")]:
+    refused = [({"base_url": "http://evil.example"}, "config.base_url"), ({"agent": "file-read"}, "config.agent")]
+    for config, path in refused:
         code = (f"try:\n    await ctx.manager.invoke('llm', {{'prompt': 'x', 'config': {config!r}}})\n"
                 "except Exception as exc:\n    ctx.manager.finish(f'{type(exc).__name__}: {exc}')")
         call = {"prompt": "T.", "user_message": "Go.", "allowed_tools": "llm", "config": scripted()}
         call["config"]["script"] = [{"code": code}]
         refusal = await context_manager.invoke("agent", call)
         assert refusal.startswith("ToolNotAllowed: agent-code may not call llm") and path in refusal, refusal
+
+
+#: A model-level middleware: shouts the user's message at the model, and rewrites the answer.
+REWRITE_MW = """
+frontmatter = {"metadata": {"role": "middleware", "level": "model"}}
+async def main(ctx, args):
+    call = ctx.target.args
+    loud = [{**m, "text": m["text"].upper()} if m["role"] == "user" else m for m in call["messages"]]
+    response = await ctx.manager.next({**call, "messages": loud})
+    received = response["meta"].get("received")  # config.echo: what the model was sent
+    heard = " | heard " + received["messages"][-1]["text"] if received else ""
+    return {**response, "text": response["text"].replace("cat", "dog") + heard}
+"""
+
+
+async def test_model_level_middleware_sits_around_the_call(context_manager, write_skill):
+    write_skill("rewrite-mw", REWRITE_MW)
+    asker(write_skill, {**scripted("a cat"), "echo": True, "middleware": ["rewrite-mw"]})
+    assert await context_manager.invoke("asker", {"prompt": "a pet?"}) == "a dog | heard A PET?"
+    # and an enclosing agent's model-level middleware reaches the calls its code makes
+    code = "ctx.manager.finish(await ctx.manager.invoke('llm', {'prompt': 'pet', 'config': CONFIG}))"
+    inner = {"agent": "agent-scripted", "script": [{"text": "one cat"}]}
+    call = {"prompt": "T.", "user_message": "Go.", "allowed_tools": "llm", "config": scripted()}
+    call["config"]["script"] = [{"code": code.replace("CONFIG", repr(inner)), "usage": {"input_tokens": 1}}]
+    assert await context_manager.invoke("agent", call, middleware=["rewrite-mw"]) == "one dog"
 
 
 def test_json_answer_takes_fenced_and_embedded_json_and_refuses_prose():
@@ -137,8 +163,8 @@ def test_json_answer_takes_fenced_and_embedded_json_and_refuses_prose():
 
 def test_the_command_line_invokes_llm_with_a_config(tmp_path):
     script = json.dumps([{"text": '{"n": 3}'}])
-    cmd = [sys.executable, "-m", "agent_apps", "invoke", "llm", "prompt=count", "--config", "model.agent=agent-scripted",
-           "--config", f"model.script:={script}", "schema:={\"type\": \"object\"}", "--json"]  # fmt: skip
+    cmd = [sys.executable, "-m", "agent_apps", "invoke", "llm", "prompt=count", "--json",
+           "--config", "model.agent=agent-scripted", "--config", f"model.script:={script}", 'schema:={"type": "object"}']  # fmt: skip
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"n": 3}
