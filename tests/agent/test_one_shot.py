@@ -163,8 +163,8 @@ def test_json_answer_takes_fenced_and_embedded_json_and_refuses_prose():
 
 def test_the_command_line_invokes_llm_with_a_config(tmp_path):
     script = json.dumps([{"text": '{"n": 3}'}])
-    cmd = [sys.executable, "-m", "agent_apps", "invoke", "llm", "prompt=count", "--json",
-           "--config", "model.agent=agent-scripted", "--config", f"model.script:={script}", 'schema:={"type": "object"}']  # fmt: skip
+    cmd = [sys.executable, "-m", "agent_apps", "invoke", "llm", "prompt=count", 'schema:={"type": "object"}',
+           "--json", "--config", "model.agent=agent-scripted", "--config", f"model.script:={script}"]  # fmt: skip
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"n": 3}
