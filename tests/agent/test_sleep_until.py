@@ -32,7 +32,7 @@ async def main(ctx, args):
 
 
 def test_a_time_is_a_datetime_a_number_or_iso_text_and_nothing_else():
-    moment = datetime.datetime(2026, 11, 27, 8, 0, tzinfo=datetime.timezone.utc)
+    moment = datetime.datetime(2026, 11, 27, 8, 0, tzinfo=datetime.UTC)
     assert epoch_seconds(moment) == epoch_seconds("2026-11-27T08:00:00+00:00") == moment.timestamp()
     assert epoch_seconds(12) == 12.0
     for bad, error in [("tomorrow", ValueError), (float("nan"), ValueError), (True, TypeError), ([1], TypeError)]:
