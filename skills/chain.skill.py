@@ -37,7 +37,7 @@ frontmatter = {
         "required": ["steps"],
         "additionalProperties": False,
     },
-    "metadata": {"tags": ["agent", "helpers"]},
+    "metadata": {"tags": ["agent", "helpers"], "visibility": "hidden"},
 }
 
 

@@ -43,7 +43,7 @@ frontmatter = {
         "anyOf": [{"required": ["results"]}, {"required": ["tasks"]}],
         "additionalProperties": False,
     },
-    "metadata": {"tags": ["agent", "helpers"]},
+    "metadata": {"tags": ["agent", "helpers"], "visibility": "hidden"},
 }
 
 SYSTEM = (

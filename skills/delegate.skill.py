@@ -22,7 +22,7 @@ frontmatter = {
         "required": ["task"],
         "additionalProperties": False,
     },
-    "metadata": {"tags": ["agent", "helpers"]},
+    "metadata": {"tags": ["agent", "helpers"], "visibility": "hidden"},
 }
 
 

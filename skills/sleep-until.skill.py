@@ -19,7 +19,11 @@ frontmatter = {
         "required": ["until"],
         "additionalProperties": False,
     },
-    "metadata": {"category": "read", "returns": {"type": "object", "required": ["until", "slept_s"]}},
+    "metadata": {
+        "category": "read",
+        "visibility": "hidden",
+        "returns": {"type": "object", "required": ["until", "slept_s"]},
+    },
 }
 
 #: The furthest ahead a sleep may reach: a typo of a few zeros would never wake up.
