@@ -4,6 +4,7 @@ allowed-tools, and from agent code only with the model keys agent code may set."
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -170,3 +171,30 @@ def test_the_command_line_invokes_llm_with_a_config(tmp_path):
     assert json.loads(done.stdout) == {"n": 3}
     bad = subprocess.run([*cmd[:5], "prompt:=3"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "prompt" in bad.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.sdk") is None, reason="needs the otel extra")
+def test_the_calls_span_carries_its_token_usage(tmp_path):
+    code = """
+import asyncio, json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from agent_apps import ContextManager
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+cm = ContextManager(cwd=".", home="home", env=False, project=False, user=False, state=":memory:")
+model = {"agent": "agent-scripted", "script": [{"text": "hi", "usage": {"input_tokens": 12, "output_tokens": 3}}]}
+asyncio.run(cm.invoke("llm", {"prompt": "hello", "config": model}))
+print(json.dumps({s.name: dict(s.attributes) for s in exporter.get_finished_spans()}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    spans = json.loads(done.stdout.strip().splitlines()[-1])
+    assert spans["invoke llm"]["gen_ai.usage.input_tokens"] == 12
+    assert spans["invoke llm"]["gen_ai.usage.output_tokens"] == 3
+    assert "invoke agent-scripted" in spans
