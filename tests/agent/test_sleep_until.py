@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -103,3 +108,68 @@ async def test_a_resumed_durable_run_does_not_sleep_again_for_time_already_passe
     result = await other.resume(run_id)
     assert result == {"until": until, "slept_s": 0}  # the same time, passed: no sleep at all
     assert len(marks) == 1  # the call before the sleep came from the journal
+
+
+#: Writes the time agent code will sleep until into a file, for the test to read.
+MARK_FILE = """
+from pathlib import Path
+frontmatter = {"params": {"type": "object"}}
+async def main(ctx, args):
+    (Path(ctx.manager.context_manager.cwd) / "until.txt").write_text(repr(args["until"]))
+    return "marked"
+"""
+
+
+def test_a_run_killed_while_it_sleeps_is_resumed_in_another_process_without_sleeping_again(tmp_path):
+    code = (
+        "import time\n"
+        "until = time.time() + 1.5\n"
+        "await ctx.manager.invoke('mark', {'until': until})\n"
+        "ctx.manager.finish(await ctx.manager.invoke('sleep-until', {'until': until}))"
+    )
+    model = {"agent": "agent-scripted", "script": [{"code": code}]}
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "mark.skill.py").write_text(MARK_FILE)
+    (skills / "waiter.skill.md").write_text(
+        "---\ndescription: Waits.\nallowed-tools: mark sleep-until\n"
+        f"metadata:\n  model: {json.dumps(model)}\n---\nWait, then report.\n"
+    )
+    env = {"AGENT_APPS_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    for name in ("AGENT_APPS_CACHE_DIR", "XDG_CACHE_HOME"):  # the compiled sandbox, where this process has it
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    agent_apps = [sys.executable, "-m", "agent_apps"]
+    proc = subprocess.Popen([*agent_apps, "invoke", "waiter", "--path", "skills"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "until.txt").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached its sleep"
+            time.sleep(0.05)
+        time.sleep(0.2)  # the mark call is journaled within milliseconds
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    until = float((tmp_path / "until.txt").read_text())
+    while time.time() <= until:  # the time passes while no process runs the agent
+        time.sleep(0.05)
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*agent_apps, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    run_id = json.loads(cli("runs", "list", "--json").stdout)[0]["id"]
+    resumed = cli("resume", run_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"until": until, "slept_s": 0}
+
+
+def test_sleep_until_on_the_command_line(tmp_path):
+    cmd = [sys.executable, "-m", "agent_apps", "invoke", "sleep-until", "--json"]
+    done = subprocess.run([*cmd, "until=2000-01-01T00:00:00+00:00"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"until": 946684800.0, "slept_s": 0}
+    bad = subprocess.run([*cmd, "until=next week"], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and "until" in bad.stderr and "ISO 8601" in bad.stderr
