@@ -68,9 +68,9 @@ async def one_shot(
     """Ask the model of ``provider`` (with the ``model`` config ``config``) once.
 
     ``messages`` come before ``user_message`` in the conversation. With ``resolved``
-    (the cascade ``config`` came from), the call draws on the execution budget it sets
-    and on the run's above it; without, it is not accounted (compaction's summary,
-    which the agent accounts as part of its run). ``middleware`` (model-level) sits
+    (the cascade ``config`` came from), the call is accounted as the module docstring
+    says; without, it is not (compaction's summary, which the agent accounts as part
+    of its run). ``middleware`` (model-level) sits
     around the call, which needs a provider that reports its model calls. ``refusal``
     is what a tool call gets.
     """
