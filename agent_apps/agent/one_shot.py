@@ -156,8 +156,7 @@ async def ask(ctx: Context, args: dict[str, Any]) -> Any:
     authority = Authority.of(ctx)
     if authority is not None and authority.untrusted:  # agent code: the keys it may set for a sub-agent
         check_untrusted_agent_args(authority.stand_in(), ctx.skill, {"config": overrides}, cm.catalog.skills)
-    caller = ctx.parent.skill if ctx.parent is not None else ctx.skill
-    resolved = cm.config_for(caller, call_config(ctx, {"model": overrides}))
+    resolved = _model_config(ctx, overrides)
     config: dict[str, Any] = resolved.values["model"]
     provider = config.get("agent") or "agent-strands"
     skill = cm.catalog.skills.get(provider) if isinstance(provider, str) else None
@@ -197,6 +196,24 @@ async def ask(ctx: Context, args: dict[str, Any]) -> Any:
         path = path.removeprefix("value").lstrip(".")  # relative to the answer
         raise ResultInvalid(ctx.skill.name, path, f"{problem} (the model answered {answer.text[:200]!r})")
     return value
+
+
+def _model_config(ctx: Context, overrides: dict[str, Any]) -> Resolved:
+    """The cascade of the ``llm`` call ``ctx``: its caller's, with ``overrides`` on top.
+    Agent code's calls have the config of the agent whose code it is, resolved as the
+    agent resolved it (its served skill, its call layers and its ``config`` arg)."""
+    cm = ctx.manager.context_manager
+    caller = ctx.parent
+    if caller is None:
+        return cm.config_for(ctx.skill, call_config(ctx, {"model": overrides}))
+    agent = caller.parent if caller.internals.get("untrusted") else None
+    while agent is not None and agent.skill.name != "agent":
+        agent = agent.parent
+    if agent is None:
+        return cm.config_for(caller.skill, call_config(ctx, {"model": overrides}))
+    served = agent.target or agent.parent or agent  # what the agent serves, as settings.settle() finds it
+    own = agent.args.get("config") if isinstance(agent.args, dict) else None
+    return cm.config_for(served.skill, call_config(agent, {"model": {**(own or {}), **overrides}}))
 
 
 #: What :func:`json_answer` returns for text that holds no JSON value.

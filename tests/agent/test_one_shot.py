@@ -119,6 +119,22 @@ async def test_agent_code_calls_count_in_the_agents_budget_and_report(context_ma
         await context_manager.invoke("agent", call)
 
 
+async def test_agent_code_asks_with_its_agents_model_config(context_manager, write_skill):
+    # the prompt skill's own model: its code's llm call gets the same provider and script (whose
+    # first turn's text is the answer: the tool call in it is refused in a one-shot call)
+    code = "ctx.manager.finish(await ctx.manager.invoke('llm', {'prompt': 'x'}))"
+    model = {"agent": "agent-scripted", "script": [{"text": "first turn", "code": code}]}
+    front = f"description: A.\nallowed-tools: llm\nmetadata:\n  model: {json.dumps(model)}"
+    write_skill("asks.skill.md", f"---\n{front}\n---\nGo.\n")
+    assert await context_manager.invoke("asks", {}) == "first turn"
+    # the agent's config arg too, with the call's own keys on top
+    own = {"script": [{"text": "own"}]}
+    code = f"ctx.manager.finish(await ctx.manager.invoke('llm', {{'prompt': 'x', 'config': {own!r}}}))"
+    call = {"prompt": "T.", "user_message": "Go.", "allowed_tools": "llm", "config": scripted()}
+    call["config"]["script"] = [{"text": "agent's", "code": code}]
+    assert await context_manager.invoke("agent", call) == "own"
+
+
 async def test_agent_code_may_not_redirect_the_call_or_name_a_non_provider(context_manager):
     refused = [({"base_url": "http://evil.example"}, "config.base_url"), ({"agent": "file-read"}, "config.agent")]
     for config, path in refused:
