@@ -85,8 +85,10 @@ async def test_a_resumed_durable_run_does_not_sleep_again_for_time_already_passe
     task = asyncio.ensure_future(context_manager.invoke("agent", call))
     while not marks:
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # the mark call is journaled within milliseconds; the sleep has begun
     run_id, until = marks[0]["run"], marks[0]["until"]
+    journal = context_manager.state.journal
+    while not any(e.kind == "call" and e.body.get("skill") == "mark" for e in journal.entries(run_id)):
+        await asyncio.sleep(0.01)  # the mark call is journaled (within milliseconds): the sleep has begun
     assert context_manager.cancel(run_id)
     with pytest.raises(Cancelled):
         await task
@@ -120,6 +122,13 @@ async def main(ctx, args):
 """
 
 
+def _journaled(store, skill: str) -> bool:
+    """Whether the store's run has journaled a call of ``skill``."""
+    runs = store.runs.list()
+    entries = store.journal.entries(runs[0].id) if runs else []
+    return any(e.kind == "call" and e.body.get("skill") == skill for e in entries)
+
+
 def test_a_run_killed_while_it_sleeps_is_resumed_in_another_process_without_sleeping_again(tmp_path):
     code = (
         "import time\n"
@@ -147,7 +156,10 @@ def test_a_run_killed_while_it_sleeps_is_resumed_in_another_process_without_slee
         while not (tmp_path / "until.txt").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "the run never reached its sleep"
             time.sleep(0.05)
-        time.sleep(0.2)  # the mark call is journaled within milliseconds
+        store = ContextManager(state=str(tmp_path / "home" / "state.db"), env=False, project=False, user=False).state
+        while not _journaled(store, "mark"):  # then the sleep has begun
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached its sleep"
+            time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
