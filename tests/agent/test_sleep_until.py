@@ -180,8 +180,9 @@ def test_a_run_killed_while_it_sleeps_is_resumed_in_another_process_without_slee
 
 def test_sleep_until_on_the_command_line(tmp_path):
     cmd = [sys.executable, "-m", "agent_apps", "invoke", "sleep-until", "--json"]
-    done = subprocess.run([*cmd, "until=2000-01-01T00:00:00+00:00"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run([*cmd, "until=2000-01-01T00:00:00+00:00"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"until": 946684800.0, "slept_s": 0}
-    bad = subprocess.run([*cmd, "until=next week"], cwd=tmp_path, capture_output=True, text=True)
+    bad = subprocess.run([*cmd, "until=next week"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "until" in bad.stderr and "ISO 8601" in bad.stderr
