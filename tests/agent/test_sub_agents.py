@@ -108,14 +108,29 @@ async def test_chain_hands_each_result_to_the_next_agent(context_manager):
     assert reports["doubler"]["user_message"].endswith('The result of the step before yours:\n{\n  "n": 2\n}')
 
 
-async def test_consolidate_runs_tasks_in_parallel_and_merges_with_a_model(context_manager):
+#: A model-level middleware that tells the test what the model is sent.
+SENT = """
+frontmatter = {"metadata": {"role": "middleware", "level": "model"}}
+async def main(ctx, args):
+    ctx.manager.emit("sent", {"system": ctx.target.args["system"], "messages": ctx.target.args["messages"]})
+    return await ctx.manager.next()
+"""
+
+
+async def test_consolidate_runs_tasks_in_parallel_and_merges_with_a_model(context_manager, write_skill):
     cm = context_manager
+    write_skill("sent", SENT)
+    sent = []
+    cm.events.subscribe("sent", lambda topic, event: sent.append(event))
     tasks = [{"task": f"Part {i}.", "config": scripted(finish(f"part {i}")), "name": f"p{i}"} for i in (1, 2)]
-    merged = scripted({"text": '{"summary": "parts 1 and 2", "count": 3}'})
+    merged = {**scripted({"text": '{"summary": "parts 1 and 2", "count": 3}'}), "middleware": ["sent"]}
     schema = {"type": "object", "required": ["summary", "count"]}
     result = await cm.invoke("consolidate", {"results": ["part 0"], "tasks": tasks, "schema": schema, "config": merged})
     assert result == {"summary": "parts 1 and 2", "count": 3}
     assert sorted(a.name for a in agents(cm)) == ["p1", "p2"]
+    (call,) = sent  # one model call merged them all: the results given, then the tasks', in order
+    assert call["messages"][-1]["text"] == "Result 1:\npart 0\n\nResult 2:\npart 1\n\nResult 3:\npart 2"
+    assert call["system"].startswith("You consolidate") and '"required": ["summary", "count"]' in call["system"]
 
 
 def test_the_helpers_on_the_command_line(tmp_path):
