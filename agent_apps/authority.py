@@ -19,6 +19,9 @@ was. Two functions apply it:
   flag when the maker was agent code), so the pipeline and the target check the call
   again, against the skills as they are then.
 
+A skill that starts a sub-agent for its caller (the helpers ``delegate``, ``chain`` and
+``consolidate``) gives it no more than that caller has (:func:`sub_agent_args`).
+
 A call from agent code to the ``agent`` skill (directly, or through anything that calls
 ``agent`` for it later) is untrusted. Its ``config`` may set only
 :data:`UNTRUSTED_CONFIG_KEYS`, its provider must be a provider skill, and its
