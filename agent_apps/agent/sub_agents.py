@@ -57,11 +57,12 @@ async def run_spec(
 
 
 def caller_session(ctx: Context) -> str | None:
-    """The session the helper's caller runs in: its agent's, or one a top-level
-    invocation above it was given; None when there is none."""
+    """The session the helper's caller runs in: its agent's, or one the helper or an
+    invocation above it was given; None when there is none. (A sub-agent serving the
+    helper would otherwise continue that session itself.)"""
     if ctx.run.session_id:
         return ctx.run.session_id
-    node: Context | None = ctx.parent
+    node: Context | None = ctx
     while node is not None:
         session = node.internals.get("session")
         if isinstance(session, str):
