@@ -52,7 +52,8 @@ async def test_delegate_runs_a_sub_agent_on_a_fork_of_the_callers_session(contex
 
 async def test_delegate_invoked_in_a_session_forks_it_too(context_manager):
     cm = context_manager
-    await cm.invoke("agent", {"prompt": "P.", "user_message": "Hi.", "config": scripted({"text": "Hello."})}, session="s3")
+    first = {"prompt": "P.", "user_message": "Hi.", "config": scripted({"text": "Hello."})}
+    await cm.invoke("agent", first, session="s3")
     assert await cm.invoke("delegate", {"task": "Go.", "config": scripted(finish(9))}, session="s3") == 9
     assert [e.message.get("text") for e in cm.state.sessions.messages("s3")] == ["Hi.", "Hello."]  # untouched
     (fork,) = [s.id for s in cm.state.sessions.list() if s.id != "s3"]
