@@ -51,6 +51,9 @@ async def run_spec(
 ) -> Any:
     """Start the sub-agent ``call`` (what :func:`check_spec` made) as a child of the
     helper; ``context`` is added to its task, ``session`` is the one it continues."""
+    # A helper invoked in a session serves no agent in it: without this, each sub-agent
+    # would continue the caller's session (an agent continues the session of what it serves).
+    ctx.internals.pop("session", None)
     if context:
         call = {**call, "user_message": f"{call['user_message']}\n\n{context}"}
     return await ctx.manager.invoke("agent", call, **({"session": session} if session else {}))

@@ -60,6 +60,18 @@ async def test_delegate_invoked_in_a_session_forks_it_too(context_manager):
     assert fork.startswith("s3.delegate-") and len(cm.state.sessions.messages(fork)) > 2
 
 
+async def test_chain_and_consolidate_invoked_in_a_session_leave_it_alone(context_manager):
+    cm = context_manager
+    first = {"prompt": "P.", "user_message": "Hi.", "config": scripted({"text": "Hello."})}
+    await cm.invoke("agent", first, session="s4")
+    steps = [{"task": "One.", "config": scripted(finish(1))}, {"task": "Two.", "config": scripted(finish(2))}]
+    assert await cm.invoke("chain", {"steps": steps}, session="s4") == 2
+    merge = scripted({"text": "merged"})
+    assert await cm.invoke("consolidate", {"tasks": steps, "config": merge}, session="s4") == "merged"
+    assert [e.message.get("text") for e in cm.state.sessions.messages("s4")] == ["Hi.", "Hello."]
+    assert [s.id for s in cm.state.sessions.list()] == ["s4"]
+
+
 async def test_delegate_outside_a_session_starts_a_fresh_sub_agent(context_manager):
     assert await context_manager.invoke("delegate", {"task": "Go.", "config": scripted(finish(8))}) == 8
     assert [a.session_id for a in agents(context_manager)] == [None]
