@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from agent_apps import ToolNotAllowed
+from agent_apps.testing.plugin import hermetic_manager
 
 pytestmark = pytest.mark.anyio
 
@@ -29,8 +30,8 @@ def agents(cm, run_id=None):
     return cm.state.runs.agents(run_id)
 
 
-async def test_delegate_runs_a_sub_agent_on_a_fork_of_the_callers_session(context_manager):
-    cm = context_manager
+async def test_delegate_runs_a_sub_agent_on_a_fork_of_the_callers_session(skills_path, tmp_path, state_location):
+    cm = hermetic_manager([skills_path], tmp_path, state=state_location)  # SQLite, then PostgreSQL
     await cm.invoke("agent", {"prompt": "P.", "user_message": "Remember 42.", "config": scripted({"text": "Noted."})},
                     session="s1")  # fmt: skip
     sub = {"agent": "agent-scripted", "script": [{"text": "Sub here.", **finish("sub done")}]}
