@@ -14,9 +14,10 @@ One Context per invocation. Its scopes:
 * ``ctx.parent``, ``ctx.skill``, ``ctx.target`` (the served invocation, for
   middleware and executors).
 
-Two journaled steps of seed 001's ``RunContext``: ``await ctx.llm(...)``, one model call
-(the bundled ``llm`` skill), and ``await ctx.sleep_until(when)``, a cancellable sleep to
-a point in time (docs/skills.md).
+Two steps of seed 001's ``RunContext``: ``await ctx.llm(...)``, one model call (the
+bundled ``llm`` skill), and ``await ctx.sleep_until(when)``, a cancellable sleep to a
+point in time (docs/skills.md). Inside an agent run, the agent's journal records them
+as host calls.
 """
 
 from __future__ import annotations
