@@ -16,8 +16,8 @@ One Context per invocation. Its scopes:
 
 Two steps of seed 001's ``RunContext``: ``await ctx.llm(...)``, one model call (the
 bundled ``llm`` skill), and ``await ctx.sleep_until(when)``, a cancellable sleep to a
-point in time (docs/skills.md). Inside an agent run, the agent's journal records them
-as host calls.
+point in time (docs/skills.md). In a durable agent run, the journal keeps the outcome
+of each call agent code makes, these included and whatever a skill it calls does.
 """
 
 from __future__ import annotations
