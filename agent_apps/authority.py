@@ -19,6 +19,9 @@ was. Two functions apply it:
   flag when the maker was agent code), so the pipeline and the target check the call
   again, against the skills as they are then.
 
+A skill that starts a sub-agent for its caller (the helpers ``delegate``, ``chain`` and
+``consolidate``) gives it no more than that caller has (:func:`sub_agent_args`).
+
 A call from agent code to the ``agent`` skill (directly, or through anything that calls
 ``agent`` for it later) is untrusted. Its ``config`` may set only
 :data:`UNTRUSTED_CONFIG_KEYS`, its provider must be a provider skill, and its
@@ -51,6 +54,7 @@ __all__ = [
     "check_untrusted_agent_args",
     "invoke_as",
     "narrows",
+    "sub_agent_args",
 ]
 
 #: The agent skill: a call to it from agent code meets :func:`check_untrusted_agent_args`.
@@ -202,6 +206,33 @@ def check_untrusted_agent_args(
             name, agent.name, "agent code may start a sub-agent only with its own allowed-tools (or a part of them), "
             "unless its allowed-tools says which, as in agent(allowed_tools=file-*)", path="allowed_tools"
         )
+
+
+def sub_agent_args(
+    authority: Authority | None, agent: Skill, args: Mapping[str, Any], skills: Mapping[str, Skill]
+) -> dict[str, Any]:
+    """The args with which a skill starts a sub-agent (``agent``) for its maker
+    ``authority`` (the helper skills delegate, chain and consolidate), checked so that
+    the sub-agent never has more than the maker: its ``allowed_tools`` are the maker's
+    when unset, and must narrow them when set (:func:`narrows`); agent code meets
+    :func:`check_untrusted_agent_args` as if it started the agent itself. ``skills`` is
+    the catalog. Without an authority (Python, the command line) ``args`` stand."""
+    call = dict(args)
+    if authority is None:
+        return call
+    maker = authority.stand_in()
+    own = authority.allowed_tools
+    if "allowed_tools" not in call:
+        if own is not None:
+            call["allowed_tools"] = own
+    elif not narrows(call["allowed_tools"], own, skills):
+        raise ToolNotAllowed(
+            maker.name, agent.name, f"a sub-agent may have only its caller's allowed-tools ({own!r}) or a part of "
+            "them", path="allowed_tools",
+        )
+    if authority.untrusted:
+        check_untrusted_agent_args(maker, agent, call, skills)
+    return call
 
 
 def narrows(requested: str | None, own: str | None, skills: Mapping[str, Skill]) -> bool:

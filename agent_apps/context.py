@@ -13,13 +13,21 @@ One Context per invocation. Its scopes:
   the tree of agents), created on first use and inherited;
 * ``ctx.parent``, ``ctx.skill``, ``ctx.target`` (the served invocation, for
   middleware and executors).
+
+Two steps of seed 001's ``RunContext``: ``await ctx.llm(...)``, one model call (the
+bundled ``llm`` skill), and ``await ctx.sleep_until(when)``, a cancellable sleep to a
+point in time (docs/skills.md). In a durable agent run, the journal keeps the outcome
+of each call agent code makes, these included and whatever a skill it calls does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import itertools
+import math
 import threading
+import time
 from collections import ChainMap
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -34,7 +42,7 @@ if TYPE_CHECKING:
     from .run_record import RunRecord
     from .skill import Skill
 
-__all__ = ["Context", "Finish", "Manager", "Signal", "agent_scope"]
+__all__ = ["Context", "Finish", "Manager", "Signal", "agent_scope", "epoch_seconds"]
 
 _ids = itertools.count(1)
 T = TypeVar("T")
@@ -296,6 +304,46 @@ class Context:
     def __repr__(self) -> str:
         return f"<Context {self.id} {' -> '.join(self.chain)}>"
 
+    async def llm(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: list[dict[str, str]] | None = None,
+        system: str | None = None,
+        schema: dict[str, Any] | bool | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> Any:
+        """Ask the model once, with no tools; returns its text, or with ``schema`` the
+        JSON value that matches it.
+
+        It invokes the bundled ``llm`` skill as a child of this invocation, so this
+        skill's allowed-tools must allow ``llm``. The model is this skill's ``model``
+        config with ``config`` on top, and the call counts in the run's budget.
+
+        Args:
+            prompt: the user's message.
+            messages: earlier turns, ``{"role": "user" | "assistant", "text": ...}``,
+                oldest first (the last is the user's when there is no ``prompt``).
+            system: the system prompt.
+            schema: a JSON Schema; the answer is parsed as JSON and validated.
+            config: model keys for this call only (``model_id``, ``temperature``...).
+
+        Example: ``title = await ctx.llm(f"A title for: {text}", system="Be brief.")``
+        """
+        given = {"prompt": prompt, "messages": messages, "system": system, "schema": schema, "config": config}
+        return await self.manager.invoke("llm", {k: v for k, v in given.items() if v is not None})
+
+    async def sleep_until(self, when: datetime.datetime | float | int | str) -> float:
+        """Sleep until ``when`` (a datetime, seconds since the epoch, or an ISO 8601
+        text; naive times are local), or not at all when it has passed; returns the
+        seconds slept. A cancel of this invocation ends the sleep with
+        :class:`~agent_apps.errors.Cancelled`. Agent code sleeps with the
+        ``sleep-until`` skill, which a resumed durable run does not sleep again."""
+        delay = max(0.0, epoch_seconds(when) - time.time())
+        if delay:
+            await self.signal.guard(asyncio.sleep(delay))
+        return delay
+
     def _close(self) -> None:
         """End of the invocation: release its callback refs, unlink its signal, and drop
         ``ctx.manager`` (it points back here: a cycle would keep every finished
@@ -309,6 +357,23 @@ class Context:
             self._signal.detach()  # type: ignore[union-attr]
         if self.parent is None and self._run is not None:
             self._cm._runs.pop(self._run.run_id, None)
+
+
+def epoch_seconds(when: datetime.datetime | float | int | str) -> float:
+    """``when`` as seconds since the epoch: a datetime, a number, or an ISO 8601 text
+    (naive times are local, as :meth:`datetime.datetime.timestamp` takes them)."""
+    if isinstance(when, datetime.datetime):
+        return when.timestamp()
+    if isinstance(when, (int, float)) and not isinstance(when, bool):
+        if not math.isfinite(when):
+            raise ValueError(f"{when!r} is not a point in time")
+        return float(when)
+    if isinstance(when, str):
+        try:
+            return datetime.datetime.fromisoformat(when).timestamp()
+        except ValueError:
+            raise ValueError(f"{when!r} is not an ISO 8601 time (such as 2026-11-27T08:00:00+00:00)") from None
+    raise TypeError(f"a time is a datetime, seconds since the epoch or an ISO 8601 text, not {type(when).__name__}")
 
 
 def agent_scope(ctx: Context) -> dict[str, Any] | None:

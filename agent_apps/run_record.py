@@ -39,14 +39,18 @@ __all__ = ["AgentLimits", "RunRecord", "RunTree"]
 
 class RunTree:
     """What the whole run shares: the number of agents started in it and the MB of
-    sandbox memory its live agents hold (the spawn budget counts both), and whether it
-    was asked to stop gracefully (``cm.stop``: every agent of the run stops)."""
+    sandbox memory its live agents hold (the spawn budget counts both), whether it was
+    asked to stop gracefully (``cm.stop``: every agent of the run stops), and the account
+    of model calls made outside any agent."""
 
-    __slots__ = ("_stop_callbacks", "agents", "memory_mb", "stop_reason")
+    __slots__ = ("_stop_callbacks", "agents", "memory_mb", "outside_agents", "stop_reason")
 
     def __init__(self) -> None:
         self.agents = 0
         self.memory_mb = 0
+        #: The ledger of ``ctx.llm`` calls made outside any agent (made by the first,
+        #: with its config's limits): they share one budget, as an agent's turns do.
+        self.outside_agents: Ledger | None = None
         #: Why the run was asked to stop (None: it was not).
         self.stop_reason: str | None = None
         self._stop_callbacks: list[Callable[[str], None]] = []

@@ -14,7 +14,9 @@ layer is the outermost:
 4. the model-level middleware onion (model_middleware.py).
 
 An agent started by this run's code keeps its guardrails and model-level middleware
-(they are handed down in the ``agent`` scope). A feature that sits around model calls
+(they are handed down in the ``agent`` scope). A one-shot model call made below it
+(``ctx.llm``, one_shot.py) keeps its model-level middleware; guardrails judge an agent's
+turns only. A feature that sits around model calls
 is one more interceptor registered here.
 """
 
@@ -22,11 +24,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..middleware import AGENT, MiddlewareFn, level_of, served_middleware
 from ..state.window import compaction_options
 from .compaction import RunCompaction
 from .guardrails import guardrails_for
-from .model_middleware import ModelMiddleware
+from .model_middleware import ModelMiddleware, model_level_middleware
 
 if TYPE_CHECKING:
     from .run import AgentRun
@@ -41,23 +42,17 @@ def arrange_model_calls(run: AgentRun, *, reported: bool) -> ModelMiddleware | N
     the run needs it; the others refuse a provider that does not)."""
     settings, cm = run.settings, run.cm
     inherited_fns, inherited_guards = settings.inherited or ([], [])
-    fns: list[MiddlewareFn] = []
-    sources = [inherited_fns, served_middleware(cm, run.ctx, "model")]
-    if settings.served is not run.ctx:
-        sources.append(served_middleware(cm, settings.served, "model"))
-    refs = [ref for ref in settings.config.get("middleware") or () if ref != AGENT]
-    sources.append([cm._middleware_fn(ref) for ref in refs])
-    for fn in (fn for source in sources for fn in source):
-        if level_of(fn) == "model" and fn not in fns:
-            fns.append(fn)
+    served = [run.ctx] if settings.served is run.ctx else [run.ctx, settings.served]
+    fns = model_level_middleware(cm, inherited_fns, served, settings.config)
     source = cm.config_for(settings.served.skill).sources.get("model.guardrails", "config")
     own = settings.config.get("guardrails") or []
     refs = own if not isinstance(own, list) else [*inherited_guards, *(r for r in own if r not in inherited_guards)]
     guards = {g.kind: g for g in guardrails_for(run, refs, source)}
     # agents this run's code starts keep its guardrails and model-level middleware
     run.scope["around_model_calls"] = (fns, refs)
-    middleware = ModelMiddleware(run, fns) if fns else None
+    middleware = ModelMiddleware(run.ctx, settings.name, fns) if fns else None
     compacting = reported and compaction_options(settings.config.get("compaction"))["during_run"]
     around = [RunCompaction(run) if compacting else None, guards.get("input"), guards.get("output"), middleware]
     run.model_calls.interceptors += [interceptor for interceptor in around if interceptor is not None]
     return middleware
+

@@ -10,9 +10,8 @@ a resumed run sends the same windows without asking the summarizer again.
 
 The summarizer of compaction: one model call through the agent's own provider.
 
-It runs the provider skill like an agent run of one turn, with its own prompt and the
-older messages as the task, a hook that stops at the first turn's end and refuses every
-tool call. Any provider can therefore play it, the offline ``agent-scripted`` included:
+It asks the model once (:func:`~.one_shot.one_shot`), with its own prompt and the older
+messages as the task. Any provider can therefore play it, the offline ``agent-scripted`` included:
 ``model.compaction.model`` overrides model keys for this call (a cheaper ``model_id``;
 for agent-scripted, the ``script`` whose first turn is the summary).
 
@@ -35,7 +34,7 @@ from ..state.memory import MAX_MEMORY_BYTES
 from ..state.messages import Entry, History, estimate_text, estimate_tokens
 from ..state.window import Budget, Compacted, Summary, compaction_options, compaction_strategy
 from ..tools import path_policy
-from .prompt import INVOKE_TOOL
+from .one_shot import one_shot
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -75,44 +74,19 @@ class Summarizer:
         self.ctx = ctx
         self.provider = provider
         overrides = (config.get("compaction") or {}).get("model") or {}
-        self.config = {**config, **overrides, "max_turns": 1, "persistent": False}
+        self.config = {**config, **overrides}
         self.max_chars = max(4000, max_tokens * _CHARS_PER_TOKEN)
 
     async def __call__(self, messages: list[Message], previous: str | None) -> Summary:
-        manager = self.ctx.manager
-
-        async def hook(hctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
-            kind = event.get("type")
-            if kind == "turn-end":
-                return {"stop": True, "result": event.get("result") or ""}
-            if kind == "tool-call":
-                return {"deny": "no tools while summarizing: answer with the JSON object"}
-            if kind == "error":
-                return {"stop": True}
-            return None
-
-        async def no_tools(ictx: Context, args: dict[str, Any]) -> dict[str, Any]:
-            return {"text": "no tools while summarizing", "error": True}
-
-        hook_ref = manager.callback(hook, name="summary-hook", params={"type": "object"})
-        invoke_ref = manager.callback(no_tools, name="summary-invoke", params=INVOKE_TOOL["input_schema"])
-        cm = manager.context_manager
-        try:
-            text = await manager.invoke(
-                self.provider,
-                {
-                    "prompt": SUMMARY_PROMPT,
-                    "config": self.config,
-                    "invoke_ref": invoke_ref,
-                    "hook_ref": hook_ref,
-                    "user_message": transcript(messages, previous, max_chars=self.max_chars),
-                    "skill_name": self.ctx.skill.name,
-                },
-            )
-        finally:
-            cm.release(hook_ref)
-            cm.release(invoke_ref)
-        return parse(text)
+        answer = await one_shot(
+            self.ctx,
+            self.provider,
+            self.config,
+            system=SUMMARY_PROMPT,
+            user_message=transcript(messages, previous, max_chars=self.max_chars),
+            refusal="no tools while summarizing: answer with the JSON object",
+        )
+        return parse(answer.text)
 
 
 def parse(text: Any) -> Summary:

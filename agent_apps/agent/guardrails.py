@@ -75,7 +75,7 @@ class Guardrails:
 
     async def _check(self, event: dict[str, Any]) -> None:
         run = self.run
-        target = model_call_context(run, event)
+        target = model_call_context(run.ctx, event)
         if self.kind == "output":
             target.args["response"] = event.get("response")
         for skill, params in self.checks:

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import Context
 from ..errors import AgentAppsError
-from ..middleware import MiddlewareFn, compose
+from ..middleware import AGENT, MiddlewareFn, compose, level_of, served_middleware
 from ..skill import Skill
 from ..validation import schema_problem
 from .model_calls import RESPONSE_SCHEMA
 
 if TYPE_CHECKING:
-    from .run import AgentRun
+    from ..manager import ContextManager
 
-__all__ = ["MODEL_CALL", "ModelCallFailed", "ModelMiddleware", "model_call_context"]
+__all__ = ["MODEL_CALL", "ModelCallFailed", "ModelMiddleware", "model_call_context", "model_level_middleware"]
 
 #: The invocation a model-level middleware (and a guardrail) sees as ``ctx.target``.
 MODEL_CALL = Skill(
@@ -65,15 +65,16 @@ class ModelCallFailed(AgentAppsError):
     call failed (or the run ended before it answered)."""
 
 
-def model_call_context(run: AgentRun, event: dict[str, Any]) -> Context:
-    """The model call of ``event`` as an invocation (a child of the agent's)."""
+def model_call_context(caller: Context, event: dict[str, Any]) -> Context:
+    """The model call of ``event`` as an invocation (a child of ``caller``'s: the
+    agent's, or the ``llm`` skill's)."""
     args = {
         "messages": list(event.get("messages") or ()),
         "system": str(event.get("system") or ""),
-        "turn": int(event.get("turn") or run.state.turn),
+        "turn": int(event.get("turn") or 1),
         "attempt": int(event.get("attempt") or 1),
     }
-    return Context(run.cm, MODEL_CALL, args, run.ctx)
+    return Context(caller.manager.context_manager, MODEL_CALL, args, caller)
 
 
 class ModelMiddleware:
@@ -82,8 +83,9 @@ class ModelMiddleware:
     needs_messages = True
     changes_responses = True
 
-    def __init__(self, run: AgentRun, middleware: Sequence[MiddlewareFn]) -> None:
-        self.run = run
+    def __init__(self, caller: Context, name: str, middleware: Sequence[MiddlewareFn]) -> None:
+        #: the invocation whose model calls these are, and its name for errors
+        self.caller, self.name = caller, name
         self.onion = compose(middleware)
         #: the onion of the call in flight: (its task, the future of the model's answer)
         self._pending: tuple[asyncio.Task[Any], asyncio.Future[Any]] | None = None
@@ -91,7 +93,7 @@ class ModelMiddleware:
     async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
         self.abort("a new model call began")  # the last one never answered (its error was reported)
         loop = asyncio.get_running_loop()
-        ctx = model_call_context(self.run, event)
+        ctx = model_call_context(self.caller, event)
         sent: asyncio.Future[dict[str, Any]] = loop.create_future()
         answer: asyncio.Future[Any] = loop.create_future()
 
@@ -141,8 +143,24 @@ class ModelMiddleware:
         if problem is not None or not isinstance(response, dict):
             where = f" at {problem[0]}: {problem[1]}" if problem else ""
             raise AgentAppsError(
-                f"{self.run.settings.name}: a model-level middleware returned something that is not a model "
-                f"response{where}",
-                skill=self.run.settings.name,
+                f"{self.name}: a model-level middleware returned something that is not a model response{where}",
+                skill=self.name,
             )
         return response
+
+
+def model_level_middleware(
+    cm: ContextManager, inherited: Sequence[MiddlewareFn], served: Sequence[Context], config: dict[str, Any]
+) -> list[MiddlewareFn]:
+    """The model-level middleware around the model calls made for ``served`` (the
+    invocations whose own middleware lists count), once each, outermost first: what an
+    enclosing agent hands down (``inherited``), the served invocations', then the
+    ``middleware`` refs of the ``model`` config ``config``."""
+    refs = [ref for ref in config.get("middleware") or () if ref != AGENT]
+    own = [cm._middleware_fn(ref) for ref in refs]
+    sources = [inherited, *(served_middleware(cm, ctx, "model") for ctx in served), own]
+    fns: list[MiddlewareFn] = []
+    for fn in (fn for source in sources for fn in source):
+        if level_of(fn) == "model" and fn not in fns:
+            fns.append(fn)
+    return fns
