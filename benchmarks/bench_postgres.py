@@ -20,6 +20,9 @@ of a fraction of a second, never leave the store inconsistent). Goals (issue 32)
   written once by the skill), a claim pass <= 100 ms;
 * 2,000 scripted agent runs at once, each in a session of its own, on one store: no
   errors, the wall time on PostgreSQL within 1.5x of SQLite's.
+
+Stopped early (Ctrl-C, ``kill``: SIGINT, SIGTERM or SIGHUP), it stops and removes its
+throwaway server before it exits.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -258,6 +262,11 @@ def bench_runs(location: str, root: Path, count: int) -> dict[str, Any]:
 # -- the table ------------------------------------------------------------------------------
 
 
+def _exit(signum: int, frame: Any) -> None:
+    """A signal that asks the bench to stop: exit as the shell reports it (128 + the signal)."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", help="a PostgreSQL server to use (default: a throwaway one)")
@@ -266,13 +275,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2_000)
     options = parser.parse_args()
     parts = options.only.split(",")
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C does: the `finally` below runs
+        signal.signal(stop, _exit)
     server = None
-    if options.url is None:
-        from agent_apps.testing.postgres import PostgresServer
-
-        server = PostgresServer().start()
-    base = options.url or server.url("bench")  # type: ignore[union-attr]
     try:
+        if options.url is None:
+            from agent_apps.testing.postgres import PostgresServer
+
+            server = PostgresServer()
+            server.start()
+        base = options.url or server.url("bench")  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             rows: dict[str, tuple[str, ...]] = {}
