@@ -77,6 +77,31 @@ async def test_the_same_run_shares_its_turn(store):
             pass
 
 
+async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(store, monkeypatch):
+    """The ticket is taken and the queue looked at in one write (a round trip less a
+    run on PostgreSQL); the queue is read again only by a run that waits."""
+    store.runs.latest()  # opened and migrated
+    transactions = []
+    for kind in ("read", "write"):
+
+        def counted(kind=kind, begin=getattr(store.db, kind)):
+            transactions.append(kind)
+            return begin()
+
+        monkeypatch.setattr(store.db, kind, counted)
+    async with store.session_lock("s", "r1"):
+        assert transactions == ["write"]
+    assert transactions == ["write", "write"] and queued(store) == []
+    plant(store, "s", "remote", host="elsewhere")
+    transactions.clear()
+    waiting = asyncio.ensure_future(held(store, "s", "r2", []))
+    await asyncio.sleep(0.2)
+    assert not waiting.done() and transactions[0] == "write" and "read" in transactions  # it looks again
+    with store.db.write() as conn:
+        conn.execute("DELETE FROM session_queue WHERE run_id = 'remote'")
+    await asyncio.wait_for(waiting, 10)
+
+
 @pytest.mark.parametrize(
     "left_by",
     [
