@@ -82,13 +82,16 @@ async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(
     run on PostgreSQL); the queue is read again only by a run that waits."""
     store.runs.latest()  # opened and migrated
     transactions = []
-    for kind in ("read", "write"):
 
-        def counted(kind=kind, begin=getattr(store.db, kind)):
+    def counted(kind, begin):
+        def begin_counted():
             transactions.append(kind)
             return begin()
 
-        monkeypatch.setattr(store.db, kind, counted)
+        return begin_counted
+
+    for kind in ("read", "write"):
+        monkeypatch.setattr(store.db, kind, counted(kind, getattr(store.db, kind)))
     async with store.session_lock("s", "r1"):
         assert transactions == ["write"]
     assert transactions == ["write", "write"] and queued(store) == []
