@@ -1,6 +1,6 @@
 """The state store on PostgreSQL, with SQLite beside it in the same run (docs/state.md).
 
-    python benchmarks/bench_postgres.py [--url postgresql://...] [--only append,window,schedulers,runs]
+    python benchmarks/bench_postgres.py [--url postgresql://...] [--only append,window,feed,schedulers,runs]
                                         [--schedules 10000] [--runs 2000]
 
 Without ``--url`` it starts a throwaway PostgreSQL server from this machine's binaries
@@ -15,6 +15,8 @@ of a fraction of a second, never leave the store inconsistent). Goals (issue 32)
 
 * appending one message: p99 <= 2 ms on PostgreSQL over loopback;
 * the prompt window of a 10,000-message session: <= 60 ms;
+* 8 threads writing 8 runs at once (each write takes a change number of the console's
+  feed): run writes a second (no goal; the feed must not make them wait for each other);
 * 4 scheduler processes sharing 10,000 schedules all due at once: every due time run
   exactly once (checked: one claim per schedule, one run per claim, each run's id
   written once by the skill), a claim pass <= 100 ms;
@@ -35,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_sessions import exchange, fill  # noqa: E402
 
 from agent_apps import ContextManager  # noqa: E402
+from agent_apps.run_record import RunRecord  # noqa: E402
 from agent_apps.state import StateStore  # noqa: E402
 from agent_apps.state.window import Budget, PromptWindow, StoreHistory, compaction_strategy  # noqa: E402
 
@@ -259,6 +263,32 @@ def bench_runs(location: str, root: Path, count: int) -> dict[str, Any]:
     return {"wall": wall, "errors": len(errors), "sessions": stored}
 
 
+# -- run writes at once (the change feed) ------------------------------------------------------
+
+
+def bench_feed(location: str, threads: int = 8, writes: int = 300) -> dict[str, str]:
+    """``threads`` threads (the PostgreSQL store's pool size), each writing the turn in
+    flight of a run of its own ``writes`` times: every write takes a change number."""
+    store = StateStore(location)
+    records = [RunRecord.new().child() for _ in range(threads)]
+    for n, record in enumerate(records):
+        store.runs.start_agent(record, name=f"writer-{n}")
+
+    def write(record: RunRecord) -> None:
+        for turn in range(writes):
+            store.runs.live(record, json.dumps({"index": 0, "turn": turn}))
+
+    workers = [threading.Thread(target=write, args=(record,)) for record in records]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - start
+    store.close()
+    return {f"{threads} threads writing runs at once: run writes a second": f"{threads * writes / wall:,.0f}"}
+
+
 # -- the table ------------------------------------------------------------------------------
 
 
@@ -270,7 +300,7 @@ def _exit(signum: int, frame: Any) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", help="a PostgreSQL server to use (default: a throwaway one)")
-    parser.add_argument("--only", default="append,window,schedulers,runs")
+    parser.add_argument("--only", default="append,window,feed,schedulers,runs")
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=2_000)
     options = parser.parse_args()
@@ -304,6 +334,8 @@ def main() -> None:
                 each("append", bench_append)
             if "window" in parts:
                 each("window", bench_window)
+            if "feed" in parts:
+                each("feed", bench_feed)
             if "schedulers" in parts:
                 each("schedulers", lambda where: bench_schedulers(where, root, options.schedules))
             if "runs" in parts:
