@@ -453,6 +453,19 @@ CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NU
 INSERT INTO run_changes (id, n) VALUES (1, 0);
 """
 
+_V9 = """
+-- A graceful stop asked of a run from another process (agent-apps runs stop, cm.stop):
+-- when (NULL: none is pending) and why. The process that runs the run polls for it and
+-- stops the run; it clears `stop_requested` when the run ends. `stop_reason` stays.
+ALTER TABLE runs ADD COLUMN stop_requested REAL;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+"""
+
+_PG_V9 = """
+ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
+"""
+
 # Migration 11 (i32-feed): the change feed of runs on PostgreSQL takes its numbers from a
 # sequence, which locks nothing, instead of the one row of `run_changes`, whose lock every
 # write to a run held until it committed (so the writes of all runs, their commits'
@@ -486,5 +499,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V6, _PG_V6),
     Migration(_V7, _PG_V7),
     Migration(_V8, _PG_V8),
-    Migration(_V11, _PG_V11),  # number 11 once 9 and 10 are merged before it
+    Migration(_V9, _PG_V9),
+    Migration(_V11, _PG_V11),  # number 11 once 10 is merged before it
 )
