@@ -1,6 +1,6 @@
 """The state store on PostgreSQL, with SQLite beside it in the same run (docs/state.md).
 
-    python benchmarks/bench_postgres.py [--url postgresql://...] [--only append,window,schedulers,runs]
+    python benchmarks/bench_postgres.py [--url postgresql://...] [--only append,window,feed,schedulers,runs]
                                         [--schedules 10000] [--runs 2000]
 
 Without ``--url`` it starts a throwaway PostgreSQL server from this machine's binaries
@@ -15,11 +15,16 @@ of a fraction of a second, never leave the store inconsistent). Goals (issue 32)
 
 * appending one message: p99 <= 2 ms on PostgreSQL over loopback;
 * the prompt window of a 10,000-message session: <= 60 ms;
+* 8 threads writing 8 runs at once (each write takes a change number of the console's
+  feed): run writes a second (no goal; the feed must not make them wait for each other);
 * 4 scheduler processes sharing 10,000 schedules all due at once: every due time run
   exactly once (checked: one claim per schedule, one run per claim, each run's id
   written once by the skill), a claim pass <= 100 ms;
 * 2,000 scripted agent runs at once, each in a session of its own, on one store: no
   errors, the wall time on PostgreSQL within 1.5x of SQLite's.
+
+Stopped early (Ctrl-C, ``kill``: SIGINT, SIGTERM or SIGHUP), it stops and removes its
+throwaway server before it exits.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_sessions import exchange, fill  # noqa: E402
 
 from agent_apps import ContextManager  # noqa: E402
+from agent_apps.run_record import RunRecord  # noqa: E402
 from agent_apps.state import StateStore  # noqa: E402
 from agent_apps.state.window import Budget, PromptWindow, StoreHistory, compaction_strategy  # noqa: E402
 
@@ -255,24 +263,58 @@ def bench_runs(location: str, root: Path, count: int) -> dict[str, Any]:
     return {"wall": wall, "errors": len(errors), "sessions": stored}
 
 
+# -- run writes at once (the change feed) ------------------------------------------------------
+
+
+def bench_feed(location: str, threads: int = 8, writes: int = 300) -> dict[str, str]:
+    """``threads`` threads (the PostgreSQL store's pool size), each writing the turn in
+    flight of a run of its own ``writes`` times: every write takes a change number."""
+    store = StateStore(location)
+    records = [RunRecord.new().child() for _ in range(threads)]
+    for n, record in enumerate(records):
+        store.runs.start_agent(record, name=f"writer-{n}")
+
+    def write(record: RunRecord) -> None:
+        for turn in range(writes):
+            store.runs.live(record, json.dumps({"index": 0, "turn": turn}))
+
+    workers = [threading.Thread(target=write, args=(record,)) for record in records]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - start
+    store.close()
+    return {f"{threads} threads writing runs at once: run writes a second": f"{threads * writes / wall:,.0f}"}
+
+
 # -- the table ------------------------------------------------------------------------------
+
+
+def _exit(signum: int, frame: Any) -> None:
+    """A signal that asks the bench to stop: exit as the shell reports it (128 + the signal)."""
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", help="a PostgreSQL server to use (default: a throwaway one)")
-    parser.add_argument("--only", default="append,window,schedulers,runs")
+    parser.add_argument("--only", default="append,window,feed,schedulers,runs")
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=2_000)
     options = parser.parse_args()
     parts = options.only.split(",")
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C does: the `finally` below runs
+        signal.signal(stop, _exit)
     server = None
-    if options.url is None:
-        from agent_apps.testing.postgres import PostgresServer
-
-        server = PostgresServer().start()
-    base = options.url or server.url("bench")  # type: ignore[union-attr]
     try:
+        if options.url is None:
+            from agent_apps.testing.postgres import PostgresServer
+
+            server = PostgresServer()
+            server.start()
+        base = options.url or server.url("bench")  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             rows: dict[str, tuple[str, ...]] = {}
@@ -292,6 +334,8 @@ def main() -> None:
                 each("append", bench_append)
             if "window" in parts:
                 each("window", bench_window)
+            if "feed" in parts:
+                each("feed", bench_feed)
             if "schedulers" in parts:
                 each("schedulers", lambda where: bench_schedulers(where, root, options.schedules))
             if "runs" in parts:

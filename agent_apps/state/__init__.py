@@ -118,25 +118,24 @@ class StateStore:
         # meanwhile: the ticket it took is given back from the future, never lost
         joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id))
         try:
-            ticket = await asyncio.shield(joining)
+            turn: bool | None
+            ticket, turn = await asyncio.shield(joining)
             pause = 0.002
-            while True:
+            while not turn:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, POLL)
                 turn = await self.call(queue.turn, session_id, run_id, ticket)
                 if turn is None:  # dropped as dead while this process was stopped: queue again
                     joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id, again=True))
-                    ticket = await asyncio.shield(joining)
-                elif turn:
-                    break
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, POLL)
+                    ticket, turn = await asyncio.shield(joining)
             yield
         finally:  # shielded: a second cancel must not keep the session held
             await asyncio.shield(self._give_back(joining))
 
-    async def _give_back(self, joining: asyncio.Future[int]) -> None:
+    async def _give_back(self, joining: asyncio.Future[tuple[int, bool]]) -> None:
         """Give back the ticket ``joining`` took (none if joining failed)."""
         try:
-            ticket = await joining
+            ticket, _ = await joining
         except Exception:  # the join failed: it took nothing
             return
         await self.call(self._session_queue.leave, ticket)

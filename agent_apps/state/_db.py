@@ -99,6 +99,17 @@ class Dialect:
     #: Run after rows were written with their ids (``state copy``), so that the ids the
     #: database makes for new rows come after them ("": it does so by itself).
     sync_ids: str
+    #: The change feed of runs (:mod:`.runs`). The statements of a write that take the
+    #: next change number; the last one returns it.
+    next_change: tuple[str, ...]
+    #: The number of the last change taken.
+    last_change: str
+    #: The transactions of other connections that hold change numbers now, as ids ("":
+    #: numbers are taken in the order their transactions commit, so none is pending).
+    changes_in_flight: str
+    #: Run after runs were written with their numbers (``state copy``), so that the next
+    #: change is numbered after them.
+    reset_changes: str
 
     def fts_query(self, terms: Iterable[str]) -> str:
         """A query matching any of ``terms`` (words: letters, digits and ``_``)."""

@@ -82,6 +82,11 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _WRITE = "BEGIN"
 
+#: The first key of the advisory lock a write holds while it has a change number that
+#: is not yet committed (the second: the store's schema), see :meth:`Runs.latest`.
+CHANGE_LOCK = 0x61617066
+_CHANGE_KEY = f"{CHANGE_LOCK}, hashtext(current_schema()) & 2147483647"
+
 POSTGRESQL = Dialect(
     name="postgresql",
     for_update=" FOR UPDATE",
@@ -96,6 +101,15 @@ POSTGRESQL = Dialect(
     ),
     sync_ids="SELECT setval(pg_get_serial_sequence('memory_files', 'id'), coalesce(max(id), 0) + 1, false) "
     "FROM memory_files",
+    # a sequence locks nothing; the shared lock tells watchers the number is not settled
+    next_change=(f"SELECT pg_advisory_xact_lock_shared({_CHANGE_KEY})", "SELECT nextval('run_change_numbers')"),
+    last_change="SELECT last_value FROM run_change_numbers",
+    changes_in_flight=(
+        "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid() "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        f"AND classid = {CHANGE_LOCK} AND objid = (hashtext(current_schema()) & 2147483647)::oid AND objsubid = 2"
+    ),
+    reset_changes="SELECT setval('run_change_numbers', (SELECT coalesce(max(seq), 0) FROM runs))",
 )
 
 

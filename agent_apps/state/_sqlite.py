@@ -53,6 +53,11 @@ SQLITE = Dialect(
         "WHERE memory_chunks MATCH ? AND ({ranges}) ORDER BY score DESC LIMIT ?"
     ),
     sync_ids="",
+    # one write at a time: the counter row's numbers follow the order of commits
+    next_change=("UPDATE run_changes SET n = n + 1 WHERE id = 1 RETURNING n",),
+    last_change="SELECT n FROM run_changes WHERE id = 1",
+    changes_in_flight="",
+    reset_changes="UPDATE run_changes SET n = (SELECT coalesce(max(seq), 0) FROM runs) WHERE id = 1",
 )
 
 

@@ -108,7 +108,7 @@ def copy_store(source: StateStore, target: StateStore, *, replace: bool = False)
         if target.db.dialect.sync_ids:
             writing.execute(target.db.dialect.sync_ids)
         # the next change to a run is numbered after every one copied (watchers, docs/console.md)
-        writing.execute("UPDATE run_changes SET n = (SELECT coalesce(max(seq), 0) FROM runs) WHERE id = 1")
+        writing.execute(target.db.dialect.reset_changes)
     return copied
 
 

@@ -117,7 +117,7 @@ class Journal:
                 "UPDATE checkpoints SET pending = ?, decision = NULL, updated_at = ? WHERE run_id = ?",
                 (_dump(pending), time.time(), run_id),
             )
-            touch_run(conn, run_id)
+            touch_run(conn, self.db.dialect, run_id)
 
     def settle(self, run_id: str) -> None:
         """The decision was applied: the run waits for nothing any more."""
@@ -126,7 +126,7 @@ class Journal:
                 "UPDATE checkpoints SET pending = NULL, decision = NULL, updated_at = ? WHERE run_id = ?",
                 (time.time(), run_id),
             )
-            touch_run(conn, run_id)
+            touch_run(conn, self.db.dialect, run_id)
 
     def forget(self, run_id: str, agent: str | None = None) -> None:
         """Delete a run's journal (one agent's, with ``agent``) and, for the whole run,
@@ -147,7 +147,7 @@ class Journal:
                 "AND host = ? AND NOT EXISTS (SELECT 1 FROM agents WHERE run_id = runs.id AND status = 'running')",
                 (time.time(), run_id, os.getpid(), _HOST),
             )
-            touch_run(conn, run_id)
+            touch_run(conn, self.db.dialect, run_id)
 
     # -- the human's side ----------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class Journal:
                 "UPDATE checkpoints SET decision = ?, updated_at = ? WHERE run_id = ?",
                 (_dump(decision), time.time(), run.id),
             )
-            touch_run(conn, run.id)
+            touch_run(conn, self.db.dialect, run.id)
         return Checkpoint(run.id, point.invocation, point.pending, decision, point.attempts)
 
     def claim(self, run_id: str) -> tuple[RunInfo, Checkpoint]:
@@ -212,7 +212,7 @@ class Journal:
                 "UPDATE checkpoints SET attempts = attempts + 1, updated_at = ? WHERE run_id = ?",
                 (time.time(), run.id),
             )
-            touch_run(conn, run.id)
+            touch_run(conn, self.db.dialect, run.id)
         return run, Checkpoint(run.id, point.invocation, point.pending, point.decision, point.attempts + 1)
 
     # -- reading -------------------------------------------------------------------------

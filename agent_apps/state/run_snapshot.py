@@ -203,7 +203,7 @@ def import_run(
             ],
         )  # fmt: skip
         store.journal.restore(conn, run["id"], point, data["journal"])
-        touch_run(conn, run["id"])
+        touch_run(conn, store.db.dialect, run["id"])
     return run
 
 

@@ -6,9 +6,19 @@ child of the agent whose code started it. A run's status is that of its outermos
 agents: ``running`` while one runs, else the status of the last one to end.
 
 Watchers (the console) follow runs as they change: every write to a run or its agents
-gives them the next number of ``runs.seq`` (:func:`touch_run`), so :meth:`Runs.latest`
-and :meth:`Runs.changed` tell what changed after the number a watcher saw, and an
-agent's ``live`` column holds the turn it has in flight.
+gives them the next change number (:func:`touch_run`), so :meth:`Runs.latest` and
+:meth:`Runs.changed` tell what changed after the number a watcher saw, and an agent's
+``live`` column holds the turn it has in flight.
+
+A watcher that saw number N must never miss a change that commits later with a number
+at or below N. On SQLite the numbers come from one counter row, whose writes are
+serialized, so they follow the order of commits. On PostgreSQL they come from a
+sequence, which locks nothing (the counter row's lock, held until commit, made the
+writes of every run wait for each other's commits), so a change may commit after one
+with a higher number: each write holds a shared advisory lock while its number is
+pending, and :meth:`Runs.latest` answers only a number every change at or below which
+has ended. The changes of one run still follow their commits on both backends: a write
+locks the run's row before it takes a number.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._db import Connection, Database
+from ._db import Connection, Database, Dialect
 from .errors import NotFound, NotResumable
 
 if TYPE_CHECKING:
@@ -165,26 +175,31 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-def touch_run(conn: Connection, run_id: str) -> int:
+def touch_run(conn: Connection, dialect: Dialect, run_id: str) -> int:
     """Give the run ``run_id`` the next change number (inside the caller's write
     transaction); returns it, for the agent that changed to take too."""
-    return touch_runs(conn, [run_id])
+    return touch_runs(conn, dialect, [run_id])
 
 
-def touch_runs(conn: Connection, run_ids: builtins.list[str]) -> int:
+def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) -> int:
     """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
 
-    The number comes from the one row of ``run_changes``, whose update holds that row
-    until the transaction ends: numbers are handed out in the order the changes commit,
-    on either backend, so a watcher that saw number N misses no change numbered below.
-    The runs' rows are taken first, the counter's last, as every transaction that
-    changes a run does (on PostgreSQL, which locks rows, no two can wait for each other)."""
+    The runs' rows are locked first, and the number taken after: two writes to one run
+    take their numbers in the order they commit, on either backend (module docstring)."""
     if not run_ids:
         return 0
     conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
-    seq = int(conn.execute("UPDATE run_changes SET n = n + 1 WHERE id = 1 RETURNING n").fetchone()[0])
+    seq = _next_change(conn, dialect)
     conn.executemany("UPDATE runs SET seq = ? WHERE id = ?", [(seq, run_id) for run_id in run_ids])
     return seq
+
+
+def _next_change(conn: Connection, dialect: Dialect) -> int:
+    """The next change number, taken inside the caller's write transaction."""
+    *hold, take = dialect.next_change
+    for statement in hold:
+        conn.execute(statement)
+    return int(conn.execute(take).fetchone()[0])
 
 
 def _agent(row: tuple[Any, ...], gone: bool) -> AgentInfo:
@@ -291,7 +306,7 @@ class Runs:
                     name,
                     record.session_id,
                     now,
-                    touch_run(conn, record.run_id),
+                    touch_run(conn, self.db.dialect, record.run_id),
                 ),
             )
 
@@ -301,7 +316,7 @@ class Runs:
         with self.db.write() as conn:
             conn.execute(
                 "UPDATE agents SET report = ?, live = NULL, seq = ? WHERE run_id = ? AND id = ?",
-                (_dump(report), touch_run(conn, record.run_id), record.run_id, record.agent_id),
+                (_dump(report), touch_run(conn, self.db.dialect, record.run_id), record.run_id, record.agent_id),
             )
             _add_totals(conn, record, report)
 
@@ -310,17 +325,18 @@ class Runs:
         with self.db.write() as conn:
             conn.execute(
                 "UPDATE agents SET live = ?, seq = ? WHERE run_id = ? AND id = ? AND status = 'running'",
-                (step, touch_run(conn, record.run_id), record.run_id, record.agent_id),
+                (step, touch_run(conn, self.db.dialect, record.run_id), record.run_id, record.agent_id),
             )
 
     def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
         """An agent run ended with ``status``; its usage counts toward the run's."""
         now = time.time()
         with self.db.write() as conn:
+            seq = touch_run(conn, self.db.dialect, record.run_id)
             conn.execute(
                 "UPDATE agents SET status = ?, ended_at = ?, report = ?, live = NULL, seq = ? "
                 "WHERE run_id = ? AND id = ?",
-                (status, now, _dump(report), touch_run(conn, record.run_id), record.run_id, record.agent_id),
+                (status, now, _dump(report), seq, record.run_id, record.agent_id),
             )
             _add_totals(conn, record, report)
             if record.parent is None:
@@ -347,14 +363,14 @@ class Runs:
             run = find_run(conn, run_id, lock=self.db.dialect.for_update)
             now = time.time()
             if run.status == "running":  # a live process runs it (one that is gone reads interrupted)
-                touch_run(conn, run.id)  # watchers see the request
+                touch_run(conn, self.db.dialect, run.id)  # watchers see the request
                 conn.execute(
                     "UPDATE runs SET stop_requested = ?, stop_reason = ? WHERE id = ?", (now, reason, run.id)
                 )
                 return run, False
             if run.status not in _PAUSED:
                 raise NotResumable("run", run.id, f"cannot be stopped: it already ended (status {run.status})")
-            seq = touch_run(conn, run.id)
+            seq = touch_run(conn, self.db.dialect, run.id)
             conn.execute(
                 "UPDATE runs SET status = 'stopped', ended_at = ?, stop_requested = NULL, stop_reason = ? WHERE id = ?",
                 (now, reason, run.id),
@@ -461,9 +477,28 @@ class Runs:
         return [row[0] for row in rows]
 
     def latest(self) -> int:
-        """The number of the last change to any run (0: none yet); see :func:`touch_run`."""
+        """The number of the last change to any run (0: none yet) whose transaction, and
+        those of every change numbered below it, have ended (see :func:`touch_run`).
+
+        On PostgreSQL a change that took its number may still be in flight: this waits
+        for the transactions that held a number when the last one was read (a few ms:
+        a run's writes are short), not for those that begin meanwhile."""
+        dialect = self.db.dialect
         with self.db.read() as conn:
-            return int(conn.execute("SELECT n FROM run_changes WHERE id = 1").fetchone()[0])
+            last = int(conn.execute(dialect.last_change).fetchone()[0])
+            pending = self._in_flight(conn)
+        pause = 0.001
+        while pending:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            with self.db.read() as conn:
+                pending &= self._in_flight(conn)
+        return last
+
+    def _in_flight(self, conn: Connection) -> set[str]:
+        """The transactions of other connections that hold a change number now."""
+        sql = self.db.dialect.changes_in_flight
+        return {row[0] for row in conn.execute(sql).fetchall()} if sql else set()
 
     def prune(self, before: float, *, dry_run: bool = False) -> builtins.list[RunInfo]:
         """Delete the runs that ended before ``before`` (a time), with their agents'
@@ -475,7 +510,7 @@ class Runs:
         if rows and not dry_run:
             with self.db.write() as conn:
                 conn.executemany("DELETE FROM runs WHERE id = ?", [(row[0],) for row in rows])
-                conn.execute("UPDATE run_changes SET n = n + 1 WHERE id = 1")  # watchers: runs went away
+                _next_change(conn, self.db.dialect)  # watchers: runs went away
         return [RunInfo.from_row(row) for row in rows]
 
     def get(self, run_id: str) -> RunInfo:

@@ -246,7 +246,7 @@ class Schedules:
                     out.claims.append(claim)
                 else:  # cannot happen while next_at only moves forward; never run it twice
                     conn.execute("DELETE FROM runs WHERE id = ?", (claim.run_id,))
-            touch_runs(conn, [claim.run_id for claim in out.claims])
+            touch_runs(conn, self.db.dialect, [claim.run_id for claim in out.claims])
         return out
 
     def finish_run(self, claim: Claim, *, status: str, error: str | None = None, now: float | None = None) -> None:
@@ -266,7 +266,7 @@ class Schedules:
                 "UPDATE schedule_runs SET status = ?, ended_at = ?, error = ? WHERE schedule_id = ? AND due_at = ?",
                 (status, now, error, claim.schedule.id, claim.due_at),
             )
-            touch_runs(conn, [claim.run_id])
+            touch_runs(conn, self.db.dialect, [claim.run_id])
 
 def _info(row: tuple[Any, ...]) -> ScheduleInfo:
     """A row of ``_COLUMNS``, or of ``_WITH_RUNS`` (then with its runs and last run)."""

@@ -488,6 +488,20 @@ CREATE TABLE memory_vectors (
 );
 """
 
+# Migration 11: the change feed of runs on PostgreSQL takes its numbers from a
+# sequence, which locks nothing, instead of the one row of `run_changes`, whose lock every
+# write to a run held until it committed (so the writes of all runs, their commits'
+# waits for the disk included, went one at a time). A watcher then reads only numbers
+# whose transactions have all ended (`Runs.latest`). SQLite keeps the row: its writes go
+# one at a time anyway, so the row costs nothing there and its numbers follow the commits.
+_V11 = ""
+
+_PG_V11 = """
+CREATE SEQUENCE run_change_numbers MINVALUE 0;
+SELECT setval('run_change_numbers', n) FROM run_changes;
+DROP TABLE run_changes;
+"""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -509,4 +523,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V8, _PG_V8),
     Migration(_V9, _PG_V9),
     Migration(_V10, _PG_V10),
+    Migration(_V11, _PG_V11),
 )

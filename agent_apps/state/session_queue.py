@@ -8,9 +8,10 @@ the session is its own run's; it gives the ticket back when it ends.
 :meth:`StateStore.session_lock <agent_apps.state.StateStore.session_lock>` is the
 async context manager around it.
 
-* **Waiting is off the event loop**: each look at the queue is one short read on the
-  store's thread, and the wait between looks is an ``asyncio.sleep`` (a few ms at
-  first, then at most :data:`POLL`). Cancelling the waiting task gives the ticket back.
+* **Waiting is off the event loop**: the ticket is taken and the queue first looked at
+  in one transaction; each later look is one short read on the store's thread, and the
+  wait between looks is an ``asyncio.sleep`` (a few ms at first, then at most
+  :data:`POLL`). Cancelling the waiting task gives the ticket back.
 * **A run's own agents share its turn**: a ticket goes on when the lowest live ticket
   belongs to the same run, so an agent that code started inside a run of the session
   (the same run id) never waits for the run around it.
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import sqlite3
 
-    from ._db import Database
+    from ._db import Connection, Database
 
 __all__ = ["HEARTBEAT", "LEASE", "POLL", "SessionQueue"]
 
@@ -82,43 +83,38 @@ class SessionQueue:
 
     # -- on the store's thread ---------------------------------------------------------
 
-    def join(self, session_id: str, run_id: str, *, again: bool = False) -> int:
-        """Take a ticket for ``run_id`` in ``session_id``'s queue; returns it. ``again``:
-        it replaces one of this process that was removed as dead."""
+    def join(self, session_id: str, run_id: str, *, again: bool = False) -> tuple[int, bool]:
+        """Take a ticket for ``run_id`` in ``session_id``'s queue and look at the queue in
+        the same transaction (one round trip on PostgreSQL, not two); returns the ticket
+        and whether the run may go on now (see :meth:`turn`). ``again``: it replaces one
+        of this process that was removed as dead."""
         pid = os.getpid()
         with self.db.write() as conn:
-            ticket = conn.execute(
-                "INSERT INTO session_queue (session_id, run_id, host, namespace, pid, started, alive_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ticket",
-                (session_id, run_id, _HOST, _NAMESPACE, pid, _started(pid), time.time()),
-            ).fetchone()[0]
+            ticket = int(
+                conn.execute(
+                    "INSERT INTO session_queue (session_id, run_id, host, namespace, pid, started, alive_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ticket",
+                    (session_id, run_id, _HOST, _NAMESPACE, pid, _started(pid), time.time()),
+                ).fetchone()[0]
+            )
+            first, dead = _first(_tickets(conn, session_id), ticket)
+            _remove(conn, dead)
         if not again:
             self._count(+1)
-        return int(ticket)
+        return ticket, first is not None and first[1] == run_id
 
     def turn(self, session_id: str, run_id: str, ticket: int) -> bool | None:
         """Whether ``run_id`` may go on now (the lowest live ticket is its run's); dead
         tickets met on the way are removed. None when ``ticket`` is gone (removed as
         dead while this process could not refresh it): the caller joins again."""
         with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT ticket, run_id, host, namespace, pid, started, alive_at FROM session_queue "
-                "WHERE session_id = ? ORDER BY ticket",
-                (session_id,),
-            ).fetchall()
+            rows = _tickets(conn, session_id)
         if all(row[0] != ticket for row in rows):
             return None
-        dead = []
-        first = None
-        now = time.time()
-        for row in rows:
-            if row[0] == ticket or _alive(row, now):
-                first = row
-                break
-            dead.append(row[0])
+        first, dead = _first(rows, ticket)
         if dead:
             with self.db.write() as conn:
-                conn.executemany("DELETE FROM session_queue WHERE ticket = ?", [(t,) for t in dead])
+                _remove(conn, dead)
         return first is not None and first[1] == run_id
 
     def leave(self, ticket: int) -> None:
@@ -153,6 +149,32 @@ class SessionQueue:
                     )
             except Exception:  # a busy or closed store: the next beat tries again
                 continue
+
+
+def _tickets(conn: Connection, session_id: str) -> list[Any]:
+    """The tickets of ``session_id``'s queue, lowest first."""
+    return conn.execute(
+        "SELECT ticket, run_id, host, namespace, pid, started, alive_at FROM session_queue "
+        "WHERE session_id = ? ORDER BY ticket",
+        (session_id,),
+    ).fetchall()
+
+
+def _first(rows: list[Any], ticket: int) -> tuple[Any | None, list[int]]:
+    """The first ticket of ``rows`` that is alive or is ``ticket`` (None: neither is
+    there), and the dead tickets before it."""
+    dead: list[int] = []
+    now = time.time()
+    for row in rows:
+        if row[0] == ticket or _alive(row, now):
+            return row, dead
+        dead.append(row[0])
+    return None, dead
+
+
+def _remove(conn: Connection, dead: list[int]) -> None:
+    """Remove the dead tickets ``dead``."""
+    conn.executemany("DELETE FROM session_queue WHERE ticket = ?", [(t,) for t in dead])
 
 
 def _alive(row: sqlite3.Row | tuple[Any, ...], now: float) -> bool:

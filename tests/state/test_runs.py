@@ -10,6 +10,7 @@ import pytest
 
 from agent_apps.run_record import RunRecord
 from agent_apps.state import StateStore, _postgres, _sqlite
+from agent_apps.state.runs import touch_run
 from agent_apps.state.schema import MIGRATIONS
 
 from .conftest import schema_version
@@ -138,6 +139,45 @@ def test_writers_at_once_number_their_changes_in_the_order_they_commit(state_loc
         thread.join()
     assert watcher.runs.latest() == 4 + 4 * 15  # one number per change, none twice
     assert found == {record.run_id: 14 for record in records}  # the last change of each was seen
+
+
+def test_a_watcher_never_passes_a_number_whose_change_has_not_committed(state_location):
+    """A write holds number N uncommitted while another run's change, numbered N + 1,
+    commits (on PostgreSQL; on SQLite it waits): the latest settled number stays below N
+    until N commits, so a watcher that moves on to it cannot miss N's change."""
+    store = StateStore(state_location)
+    held_run, other_run = agent(store, "held"), agent(store, "other")
+    seen = store.runs.latest()
+    taken, release, numbers, answers = threading.Event(), threading.Event(), [], []
+
+    def hold():
+        holder = StateStore(state_location)
+        with holder.db.write() as conn:
+            numbers.append(touch_run(conn, holder.db.dialect, held_run.run_id))
+            taken.set()
+            release.wait(30)
+        holder.close()
+
+    def other():
+        StateStore(state_location).runs.live(other_run, '{"index": 0}')
+
+    holding = threading.Thread(target=hold)
+    holding.start()
+    assert taken.wait(30)
+    writing = threading.Thread(target=other)
+    writing.start()
+    writing.join(0.5)  # PostgreSQL: committed by now, numbered after the held change
+    watching = threading.Thread(target=lambda: answers.append(StateStore(state_location).runs.latest()))
+    watching.start()
+    watching.join(0.5)
+    (held,) = numbers
+    assert all(answer < held for answer in answers)  # none yet (PostgreSQL waits), or one below N
+    release.set()
+    for thread in (holding, writing, watching):
+        thread.join()
+    assert store.runs.latest() == held + 1 and len(answers) == 1
+    run, _ = store.runs.changed(held_run.run_id, seen)
+    assert run.seq == held
 
 
 @pytest.mark.parametrize("limit", [0, 3])

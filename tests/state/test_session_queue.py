@@ -77,6 +77,35 @@ async def test_the_same_run_shares_its_turn(store):
             pass
 
 
+async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(store, monkeypatch):
+    """The ticket is taken and the queue looked at in one write (a round trip less a
+    run on PostgreSQL); the queue is read again only by a run that waits."""
+    store.runs.latest()  # opened and migrated
+    transactions = []
+
+    def counted(kind, begin):
+        def begin_counted():
+            transactions.append(kind)
+            return begin()
+
+        return begin_counted
+
+    for kind in ("read", "write"):
+        monkeypatch.setattr(store.db, kind, counted(kind, getattr(store.db, kind)))
+    async with store.session_lock("s", "r1"):
+        assert transactions == ["write"]
+    assert transactions == ["write", "write"] and queued(store) == []
+    plant(store, "s", "remote", host="elsewhere")
+    transactions.clear()
+    waiting = asyncio.ensure_future(held(store, "s", "r2", []))
+    while "read" not in transactions:  # it looks again, the ticket taken in a write first
+        await asyncio.sleep(0.01)
+    assert not waiting.done() and transactions[0] == "write"
+    with store.db.write() as conn:
+        conn.execute("DELETE FROM session_queue WHERE run_id = 'remote'")
+    await asyncio.wait_for(waiting, 10)
+
+
 @pytest.mark.parametrize(
     "left_by",
     [
