@@ -13,8 +13,9 @@ with ``cm.invoke_sync`` as a user would, journal on (the default):
   the median of 30 runs from ``invoke_sync`` to its result.
 
 Each measure is taken in three rounds and printed as the range of the rounds' medians.
-``--profile`` runs 30 one-turn runs under cProfile instead and prints the top entries
-(cumulative), with the number of function calls per run. The home and the run store
+``--profile`` runs them under cProfile instead: it prints the Python function calls
+on the event loop's thread per one-turn run and per host call (counts, which the load
+does not change), and the top entries of the one-turn run's profile. The home and the run store
 live in a temporary folder.
 """
 
@@ -26,6 +27,7 @@ import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent_apps import ContextManager
@@ -67,6 +69,14 @@ def run_ms(cm: ContextManager, runs: int = 30) -> float:
     return statistics.median(samples)
 
 
+def profiled(work: Callable[[], object]) -> pstats.Stats:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    work()
+    profiler.disable()
+    return pstats.Stats(profiler)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", action="store_true", help="cProfile 30 one-turn runs instead")
@@ -83,13 +93,13 @@ def main() -> None:
                             entry_points=False)
         run_ms(cm, runs=3)  # build/load the sandbox, open the store
         if options.profile:
-            profiler = cProfile.Profile()
-            profiler.enable()
-            run_ms(cm, runs=30)
-            profiler.disable()
-            stats = pstats.Stats(profiler)
-            print(f"function calls per one-turn run: {stats.total_calls / 30:.0f}")  # type: ignore[attr-defined]
-            stats.sort_stats(options.sort).print_stats(45)
+            once = profiled(lambda: run_ms(cm, runs=30))
+            calls = profiled(lambda: [call_us(cm, "calls") for _ in range(3)])
+            per_run = once.total_calls / 30  # type: ignore[attr-defined]
+            per_call = (calls.total_calls / 3 - per_run) / 300  # type: ignore[attr-defined]
+            print(f"Python function calls (event loop thread): {per_run:.0f} per one-turn run, "
+                  f"{per_call:.0f} per host call")
+            once.sort_stats(options.sort).print_stats(45)
             return
         rounds = []
         for _ in range(3):
