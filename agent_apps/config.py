@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._yaml_depth import MAX_YAML_DEPTH, too_deep
+from .config_lines import MAX_CONFIG_BYTES, line_in_file, yaml_line
 from .errors import ConfigError
 from .host_files import HostFileRefused, read_host_text
 from .skill import Skill
@@ -37,8 +38,6 @@ __all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_
 
 CONFIG_FILE = "agent-apps.yaml"
 
-#: The largest config file read (``agent-apps.yaml``, ``config.yaml``, ``pyproject.toml``).
-MAX_CONFIG_BYTES = 1024 * 1024
 #: The bundled defaults: the lowest layer of every cascade.
 DEFAULTS: dict[str, Any] = {
     "model": {
@@ -516,7 +515,7 @@ class Cascade:
             return error
         if layer.kind == "metadata":
             return ConfigError(f"metadata: {message}", path=layer.path or layer.source, line=layer.line)
-        return ConfigError(message, path=layer.path or layer.source, line=_line_in_file(layer.path, keys))
+        return ConfigError(message, path=layer.path or layer.source, line=line_in_file(layer.path, keys))
 
     def project_file(self) -> Layer | None:
         """The nearest ``agent-apps.yaml`` or ``[tool.agent-apps]`` from cwd upward."""
@@ -614,7 +613,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     problem = config_problem(data)
     if problem is not None:
         keys, expected = problem
-        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(text, keys))
+        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=yaml_line(text, keys))
     return data
 
 
@@ -638,60 +637,6 @@ def _load_pyproject(path: Path) -> dict[str, Any] | None:
     cache.put(str(path), (table,))
     cache.save()
     return table
-
-
-def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:
-    """The line of a key in a YAML config file or a ``pyproject.toml``, if it can be found."""
-    if path is None:
-        return None
-    try:
-        text = read_host_text(path, limit=MAX_CONFIG_BYTES, folder=Path(path).parent)
-    except (OSError, UnicodeDecodeError):
-        return None
-    return _toml_line(text, ("tool", "agent-apps", *keys)) if path.endswith(".toml") else _line_of(text, keys)
-
-
-def _toml_line(text: str, keys: tuple[str, ...]) -> int | None:
-    """The line of a key in TOML text: a ``[table]`` header or a ``key = ...`` line
-    (the line of the nearest enclosing key when the key sits in an inline table)."""
-    import re
-
-    def parts(dotted: str) -> tuple[str, ...]:
-        return tuple(p.strip().strip("\"'") for p in dotted.split("."))
-
-    table: tuple[str, ...] = ()
-    best: int | None = None
-    for number, line in enumerate(text.splitlines(), 1):
-        header = re.match(r"\s*\[\[?([^\]]+)\]", line)
-        assignment = re.match(r"\s*([A-Za-z0-9_.\-\"' ]+?)\s*=", line)
-        if header:
-            table = parts(header.group(1))
-            found = table
-        elif assignment:
-            found = (*table, *parts(assignment.group(1)))
-        else:
-            continue
-        if found == keys:
-            return number
-        if len(found) > 2 and keys[: len(found)] == found:
-            best = number
-    return best
-
-
-def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
-    """The line of a nested key in YAML text (for error messages)."""
-    import yaml
-
-    node = yaml.compose(text)
-    line = None
-    for key in keys:
-        if not isinstance(node, yaml.MappingNode):
-            break
-        match = next(((k, v) for k, v in node.value if k.value == key), None)
-        if match is None:
-            break
-        line, node = match[0].start_mark.line + 1, match[1]
-    return line
 
 
 def _merge(resolved: Resolved, data: Mapping[str, Any], source: str, prefix: str, into: dict[str, Any]) -> None:
