@@ -120,12 +120,19 @@ class ContextManager:
         _ = self.catalog
         return self._pm.hook
 
-    def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
-        """The search path, in order, with the origin of each directory."""
-        roots = [Root(p.resolve(), "path") for p in self._explicit]
+    def path_dirs(self) -> list[Path]:
+        """The search path's directories named by path (``paths`` and, if read,
+        ``$AGENT_APPS_PATH``), resolved, in order, each once: what a durable run records
+        to find its skills again, without the rest of :meth:`roots`."""
+        dirs = [p.resolve() for p in self._explicit]
         if self._layers["env"]:
             env = os.environ.get("AGENT_APPS_PATH", "")
-            roots += [Root(Path(p).resolve(), "path") for p in env.split(os.pathsep) if p]
+            dirs += [Path(p).resolve() for p in env.split(os.pathsep) if p]
+        return list(dict.fromkeys(dirs))
+
+    def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
+        """The search path, in order, with the origin of each directory."""
+        roots = [Root(path, "path") for path in self.path_dirs()]
         if self._layers["project"]:
             roots.append(Root((self.cwd / "skills").resolve(), "project"))
         if self._layers["user"]:

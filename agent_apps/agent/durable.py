@@ -425,7 +425,7 @@ def invocation_of(root: Context) -> dict[str, Any]:
         "args": root.args,
         "config": root.internals.get("config"),
         "session": root.internals.get("session"),
-        "path": [str(r.path) for r in cm.roots() if r.origin == "path"],
+        "path": [str(path) for path in cm.path_dirs()],
         "cwd": str(cm.cwd),
     }
     delegation = root.internals.get(DELEGATION)
