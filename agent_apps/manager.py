@@ -78,6 +78,7 @@ class ContextManager:
         self._entry_points = entry_points
         self._middleware = list(middleware)
         self._catalog: Catalog | None = None
+        self._path_dirs: list[Path] | None = None  # those the catalog was built from
         self._building = False
         self._keys: dict[tuple[str, ...], str] | None = None
         self._plugin_errors: list[PluginError] = []
@@ -105,6 +106,7 @@ class ContextManager:
             pm, dists, self._plugin_errors = load_plugins(self._plugins, entry_points=self._entry_points)
             self._pm = pm
             roots = self.roots(pm, dists)
+            self._path_dirs = [r.path for r in roots if r.origin == "path"]
             bundled = [r for r in roots if r.origin == "bundled"]
             contributed = pm.hook.agent_apps_skills(manager=self)
             sources: list[Root | Iterable[Skill]] = [r for r in roots if r.origin != "bundled"]
@@ -123,7 +125,10 @@ class ContextManager:
     def path_dirs(self) -> list[Path]:
         """The search path's directories named by path (``paths`` and, if read,
         ``$AGENT_APPS_PATH``), resolved, in order, each once: what a durable run records
-        to find its skills again, without the rest of :meth:`roots`."""
+        to find its skills again. Those the catalog was built from, while it is kept
+        (until :meth:`reload`): a run asks on every start, and resolving costs system calls."""
+        if self._catalog is not None and self._path_dirs is not None:
+            return list(self._path_dirs)
         dirs = [p.resolve() for p in self._explicit]
         if self._layers["env"]:
             env = os.environ.get("AGENT_APPS_PATH", "")

@@ -35,7 +35,14 @@ def test_order_and_origins(tmp_path, monkeypatch):
     assert cm.path_dirs() == [r.path for r in cm.roots() if r.origin == "path"] == named
     monkeypatch.setenv("AGENT_APPS_PATH", f"{env_dir}:{tmp_path / 'explicit' / '..' / 'explicit'}")
     assert cm.path_dirs() == named  # resolved, each once, in order
+    other = tmp_path / "other"
+    put(other, "d", "other")
+    monkeypatch.setenv("AGENT_APPS_PATH", str(other))
+    cm.get("a")  # the catalog is built: its directories are what a run records
     monkeypatch.setenv("AGENT_APPS_PATH", str(env_dir))
+    assert cm.path_dirs() == [explicit.resolve(), other.resolve()]
+    cm.reload()
+    assert cm.path_dirs() == named
     assert cm.invoke_sync("a") == "explicit"
     assert cm.invoke_sync("b") == "env"
     assert cm.invoke_sync("c") == "project"
