@@ -67,7 +67,7 @@ class ContentBudget:
         text = dumps(value) if text is None else text
         self._keep(entry, field, text, None, limit)
         if field not in entry:  # it fits: a copy, so later changes to the value do not show
-            entry[field] = json.loads(text)
+            entry[field] = value if value is None or isinstance(value, (bool, int)) else json.loads(text)
 
     def _keep(self, entry: dict[str, Any], field: str, text: str, whole: str | None, limit: int) -> None:
         room = min(limit, self.room)
