@@ -419,9 +419,12 @@ def test_a_code_skill_sees_the_call_layer_of_its_own_invocation_and_those_above(
         "region",
         'frontmatter = {"metadata": {"model": {"region": "metadata"}}}\n'
         "async def main(ctx, args):\n"
-        '    return ctx.manager.config()["model"]["region"], ctx.manager.config({"model": {"region": "arg"}})["model"]["region"]\n',
+        '    own = ctx.manager.config({"model": {"region": "arg"}})\n'
+        '    return ctx.manager.config()["model"]["region"], own["model"]["region"]\n',
     )
-    write_skill("outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("region")\n')
+    write_skill(
+        "outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("region")\n'
+    )
     assert context_manager.invoke_sync("region") == ("metadata", "arg")
     call = {"model": {"region": "call"}}
     assert context_manager.invoke_sync("region", config=call) == ("call", "arg")
