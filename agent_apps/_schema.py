@@ -42,6 +42,7 @@ __all__ = [
     "check_pattern",
     "check_schema",
     "first_error",
+    "matches_pattern",
     "message",
     "validator_for",
 ]
@@ -295,6 +296,12 @@ def _search(pattern: str, text: str) -> bool:
         check_pattern(pattern)  # cached: check_schema refused such patterns already
     except ValueError as exc:
         raise Unvalidatable(f"pattern {pattern[:100]!r} cannot be used: {exc}") from None
+    return matches_pattern(pattern, text)
+
+
+def matches_pattern(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches ``pattern`` anywhere, as JSON Schema's ``pattern`` asks
+    (RE2; the pattern passed :func:`check_pattern`)."""
     return _re2(pattern).search(text) is not None
 
 

@@ -8,7 +8,10 @@ For those, :func:`accepts` proves a value valid in plain Python. It only ever an
 False, and the caller asks jsonschema, which stays the one judge of what is wrong and
 the one source of error messages. :func:`is_simple` admits a schema only if it is made
 of the keywords below, each well-formed for the Draft 2020-12 meta-schema, so a broken
-schema still reaches jsonschema's check.
+schema still reaches jsonschema's check. A ``pattern`` is matched by RE2, the engine
+jsonschema is given too (:mod:`._schema`); one RE2 refuses is left to jsonschema. RE2
+costs little to import, and providers' params carry patterns (``^callback://``), so
+an agent run's provider call needs no jsonschema walk.
 
 The keywords are evaluated as jsonschema's Draft 2020-12 validator does: in the
 schema's own order, ``properties`` filling in ``default`` values first when asked
@@ -22,6 +25,8 @@ from __future__ import annotations
 import copy
 import math
 from typing import Any
+
+from ._schema import check_pattern, matches_pattern
 
 __all__ = ["accepts", "is_simple"]
 
@@ -74,6 +79,9 @@ def is_simple(schema: Any, depth: int = 0) -> bool:
                 return False
         elif key == "enum":
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                return False
+        elif key == "pattern":
+            if not isinstance(value, str) or not _usable_pattern(value):
                 return False
         elif key in _BOUNDS:
             if type(value) not in (int, float) or not math.isfinite(value):
@@ -130,6 +138,9 @@ def _accepts(schema: Any, instance: Any, defaults: bool) -> bool:
         elif key == "enum":
             if not (isinstance(instance, str) and instance in value):
                 return False
+        elif key == "pattern":
+            if isinstance(instance, str) and not matches_pattern(value, instance):
+                return False
         elif key in _BOUNDS:
             if _is_number(instance):
                 if not _within(key, value, instance):
@@ -141,6 +152,16 @@ def _accepts(schema: Any, instance: Any, defaults: bool) -> bool:
                 size = len(instance)
                 if (size < value) if key.startswith("min") else (size > value):
                     return False
+    return True
+
+
+def _usable_pattern(pattern: str) -> bool:
+    """Whether RE2 runs ``pattern`` (the engine jsonschema is given here too); one it
+    refuses is jsonschema's to report."""
+    try:
+        check_pattern(pattern)
+    except ValueError:
+        return False
     return True
 
 

@@ -35,6 +35,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from .config import DEFAULTS
+from .config_lines import line_in_file
 from .errors import BudgetExceeded, ConfigError
 
 if TYPE_CHECKING:
@@ -375,7 +376,5 @@ def _error(resolved: Resolved, key: str, message: str) -> ConfigError:
         parts.pop()
         prefix = ".".join(parts) + "."
         source = next((s for k, s in resolved.sources.items() if k.startswith(prefix)), None)
-    from .config import _line_in_file
-
-    line = _line_in_file(source, tuple(key.split("."))) if source is not None else None
+    line = line_in_file(source, tuple(key.split("."))) if source is not None else None
     return ConfigError(message, path=source or "config", line=line)

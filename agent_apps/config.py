@@ -18,6 +18,7 @@ Mappings merge key by key; any other value replaces the one below it, except
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._yaml_depth import MAX_YAML_DEPTH, too_deep
+from .config_lines import MAX_CONFIG_BYTES, line_in_file, yaml_line
 from .errors import ConfigError
 from .host_files import HostFileRefused, read_host_text
 from .skill import Skill
@@ -36,8 +38,6 @@ __all__ = ["DEFAULTS", "KEY_TYPES", "Cascade", "Layer", "Resolved", "agent_apps_
 
 CONFIG_FILE = "agent-apps.yaml"
 
-#: The largest config file read (``agent-apps.yaml``, ``config.yaml``, ``pyproject.toml``).
-MAX_CONFIG_BYTES = 1024 * 1024
 #: The bundled defaults: the lowest layer of every cascade.
 DEFAULTS: dict[str, Any] = {
     "model": {
@@ -361,7 +361,20 @@ def _deep_merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
         if isinstance(value, Mapping) and isinstance(into.get(key), dict):
             _deep_merge(into[key], value)
         else:
-            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else copy.deepcopy(value)
+            into[key] = _copied(value)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a config value that shares nothing mutable with it (a mapping becomes
+    a dict). JSON-like values are copied by hand: ``copy.deepcopy`` costs several times
+    more, and a run resolves the cascade a few times."""
+    if isinstance(value, Mapping):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return copy.deepcopy(value)
 
 
 def agent_apps_home() -> Path:
@@ -415,6 +428,8 @@ class Cascade:
         #: Every known key (see ``_KNOWN``), or None while it cannot be known yet.
         self._keys = keys
         self._checked: dict[str, tuple[Mapping[str, Any], Mapping[tuple[str, ...], str]]] = {}
+        #: The merge of each list of layers (by their sources): the data it was made of, and it.
+        self._merges: dict[tuple[str, ...], tuple[tuple[Mapping[str, Any], ...], Resolved]] = {}
 
     def base_layers(self) -> list[Layer]:
         """Defaults, user and project layers (those that do not depend on the skill)."""
@@ -446,12 +461,37 @@ class Cascade:
         return layers
 
     def resolve(self, skill: Skill | None, call: Mapping[str, Any] | None = None) -> Resolved:
-        resolved = Resolved()
+        """The merged config of ``skill`` (None: no skill's layers) under ``call``.
+        The merge of the file and metadata layers is kept while none of them changed
+        (each file is still checked by its mtime, :func:`_by_mtime`), so a resolve
+        costs one copy of it plus the call layer."""
         keys = self._keys() if self._keys is not None else None
-        for layer in self.layers(skill, call):
+        layers = self.layers(skill)
+        for layer in layers:
             if keys is not None:
                 self.check(layer, keys)
+        merged = self._merged(layers)
+        resolved = Resolved(_copied(merged.values), dict(merged.sources))
+        if call:
+            layer = Layer("call", call, "call")
+            if keys is not None:
+                self.check(layer, keys)
+            _merge(resolved, call, layer.source, "", resolved.values)
+        return resolved
+
+    def _merged(self, layers: list[Layer]) -> Resolved:
+        """The merge of ``layers`` (none of them a call's), made again only once one of
+        them is another object: a changed file is read into a new one, a reloaded skill
+        has new metadata."""
+        sources = tuple(layer.source for layer in layers)
+        data = tuple(layer.data for layer in layers)
+        cached = self._merges.get(sources)
+        if cached is not None and all(a is b for a, b in zip(cached[0], data, strict=True)):
+            return cached[1]
+        resolved = Resolved()
+        for layer in layers:
             _merge(resolved, layer.data, layer.source, "", resolved.values)
+        self._merges[sources] = (data, resolved)
         return resolved
 
     def check(self, layer: Layer, keys: Mapping[tuple[str, ...], str]) -> None:
@@ -480,7 +520,7 @@ class Cascade:
             return error
         if layer.kind == "metadata":
             return ConfigError(f"metadata: {message}", path=layer.path or layer.source, line=layer.line)
-        return ConfigError(message, path=layer.path or layer.source, line=_line_in_file(layer.path, keys))
+        return ConfigError(message, path=layer.path or layer.source, line=line_in_file(layer.path, keys))
 
     def project_file(self) -> Layer | None:
         """The nearest ``agent-apps.yaml`` or ``[tool.agent-apps]`` from cwd upward."""
@@ -498,18 +538,10 @@ class Cascade:
 
     # -- internals -------------------------------------------------------------------
 
-    def _directory_files(self, skill: Skill) -> list[Path]:
+    def _directory_files(self, skill: Skill) -> tuple[Path, ...]:
         if not skill.path or not skill.root:
-            return []
-        root = Path(skill.root)
-        directory = Path(skill.path).parent
-        chain = []
-        while True:
-            chain.append(directory / CONFIG_FILE)
-            if directory == root or directory.parent == directory or root not in directory.parents:
-                break
-            directory = directory.parent
-        return list(reversed(chain))
+            return ()
+        return _config_chain(skill.path, skill.root)
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         return _by_mtime(self._files, path, _load_yaml)
@@ -517,6 +549,21 @@ class Cascade:
     def _read_pyproject(self, path: Path) -> dict[str, Any] | None:
         """``[tool.agent-apps]``, read once per change of the file, as :meth:`_read` does."""
         return _by_mtime(self._files, path, _load_pyproject)
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_chain(path: str, root: str) -> tuple[Path, ...]:
+    """The config files that may sit between a skill's root and its folder, outermost
+    first: kept per skill location, since a run resolves the cascade a few times."""
+    top = Path(root)
+    directory = Path(path).parent
+    chain = []
+    while True:
+        chain.append(directory / CONFIG_FILE)
+        if directory == top or directory.parent == directory or top not in directory.parents:
+            break
+        directory = directory.parent
+    return tuple(reversed(chain))
 
 
 def _by_mtime(cache: dict[Path, tuple[int, Any]], path: Path, load: Callable[[Path], Any]) -> Any:
@@ -571,7 +618,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     problem = config_problem(data)
     if problem is not None:
         keys, expected = problem
-        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=_line_of(text, keys))
+        raise ConfigError(f"{'.'.join(keys)} must be {expected}", path=str(path), line=yaml_line(text, keys))
     return data
 
 
@@ -597,60 +644,6 @@ def _load_pyproject(path: Path) -> dict[str, Any] | None:
     return table
 
 
-def _line_in_file(path: str | None, keys: tuple[str, ...]) -> int | None:
-    """The line of a key in a YAML config file or a ``pyproject.toml``, if it can be found."""
-    if path is None:
-        return None
-    try:
-        text = read_host_text(path, limit=MAX_CONFIG_BYTES, folder=Path(path).parent)
-    except (OSError, UnicodeDecodeError):
-        return None
-    return _toml_line(text, ("tool", "agent-apps", *keys)) if path.endswith(".toml") else _line_of(text, keys)
-
-
-def _toml_line(text: str, keys: tuple[str, ...]) -> int | None:
-    """The line of a key in TOML text: a ``[table]`` header or a ``key = ...`` line
-    (the line of the nearest enclosing key when the key sits in an inline table)."""
-    import re
-
-    def parts(dotted: str) -> tuple[str, ...]:
-        return tuple(p.strip().strip("\"'") for p in dotted.split("."))
-
-    table: tuple[str, ...] = ()
-    best: int | None = None
-    for number, line in enumerate(text.splitlines(), 1):
-        header = re.match(r"\s*\[\[?([^\]]+)\]", line)
-        assignment = re.match(r"\s*([A-Za-z0-9_.\-\"' ]+?)\s*=", line)
-        if header:
-            table = parts(header.group(1))
-            found = table
-        elif assignment:
-            found = (*table, *parts(assignment.group(1)))
-        else:
-            continue
-        if found == keys:
-            return number
-        if len(found) > 2 and keys[: len(found)] == found:
-            best = number
-    return best
-
-
-def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
-    """The line of a nested key in YAML text (for error messages)."""
-    import yaml
-
-    node = yaml.compose(text)
-    line = None
-    for key in keys:
-        if not isinstance(node, yaml.MappingNode):
-            break
-        match = next(((k, v) for k, v in node.value if k.value == key), None)
-        if match is None:
-            break
-        line, node = match[0].start_mark.line + 1, match[1]
-    return line
-
-
 def _merge(resolved: Resolved, data: Mapping[str, Any], source: str, prefix: str, into: dict[str, Any]) -> None:
     for key, value in data.items():
         dotted = f"{prefix}{key}"
@@ -661,7 +654,7 @@ def _merge(resolved: Resolved, data: Mapping[str, Any], source: str, prefix: str
             if value:
                 resolved.sources[dotted] = _join_sources(resolved.sources.get(dotted), source)
         else:
-            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else copy.deepcopy(value)
+            into[key] = _copied(value)
             _drop_sources(resolved, f"{dotted}.")
             if isinstance(value, Mapping):
                 _record(resolved, value, source, f"{dotted}.")

@@ -81,6 +81,7 @@ class ContextManager:
         self._entry_points = entry_points
         self._middleware = list(middleware)
         self._catalog: Catalog | None = None
+        self._path_dirs: list[Path] | None = None  # those the catalog was built from
         self._building = False
         self._keys: dict[tuple[str, ...], str] | None = None
         self._plugin_errors: list[PluginError] = []
@@ -108,6 +109,7 @@ class ContextManager:
             pm, dists, self._plugin_errors = load_plugins(self._plugins, entry_points=self._entry_points)
             self._pm = pm
             roots = self.roots(pm, dists)
+            self._path_dirs = [r.path for r in roots if r.origin == "path"]
             bundled = [r for r in roots if r.origin == "bundled"]
             contributed = pm.hook.agent_apps_skills(manager=self)
             sources: list[Root | Iterable[Skill]] = [r for r in roots if r.origin != "bundled"]
@@ -123,12 +125,22 @@ class ContextManager:
         _ = self.catalog
         return self._pm.hook
 
-    def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
-        """The search path, in order, with the origin of each directory."""
-        roots = [Root(p.resolve(), "path") for p in self._explicit]
+    def path_dirs(self) -> list[Path]:
+        """The search path's directories named by path (``paths`` and, if read,
+        ``$AGENT_APPS_PATH``), resolved, in order, each once: what a durable run records
+        to find its skills again. Those the catalog was built from, while it is kept
+        (until :meth:`reload`): a run asks on every start, and resolving costs system calls."""
+        if self._catalog is not None and self._path_dirs is not None:
+            return list(self._path_dirs)
+        dirs = [p.resolve() for p in self._explicit]
         if self._layers["env"]:
             env = os.environ.get("AGENT_APPS_PATH", "")
-            roots += [Root(Path(p).resolve(), "path") for p in env.split(os.pathsep) if p]
+            dirs += [Path(p).resolve() for p in env.split(os.pathsep) if p]
+        return list(dict.fromkeys(dirs))
+
+    def roots(self, pm: Any = None, dists: dict[str, str] | None = None) -> list[Root]:
+        """The search path, in order, with the origin of each directory."""
+        roots = [Root(path, "path") for path in self.path_dirs()]
         if self._layers["project"]:
             roots.append(Root((self.cwd / "skills").resolve(), "project"))
         if self._layers["user"]:

@@ -228,18 +228,22 @@ def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
     For schemas that arrive at run time (the agent's ``returns`` arg), within the same
     bounds as every other schema; check them first with :func:`schema_error`.
     Validators are cached by the schema's JSON text (at most 256: they come from
-    agent code).
+    agent code). A simple schema's valid value is proven in plain Python, as for
+    args: every model response of every run is checked here.
     """
     key = json.dumps(schema, sort_keys=True)
-    validator = _RUNTIME.get(key)
-    if validator is None:
+    cached = _RUNTIME.get(key)
+    if cached is None:
         problem = schema_error(schema)
         if problem is not None:
             raise ValueError(problem)
-        validator = _schema.validator_for(schema)
+        cached = (_schema.validator_for(schema), _simple_schema.is_simple(schema))
         if len(_RUNTIME) >= 256:
             _RUNTIME.pop(next(iter(_RUNTIME)))
-        _RUNTIME[key] = validator
+        _RUNTIME[key] = cached
+    validator, simple = cached
+    if simple and _simple_schema.accepts(schema, value):  # a valid value of a simple schema: no jsonschema walk
+        return None
     try:
         error = _schema.first_error(validator, value)
     except _schema.Unvalidatable as exc:
@@ -247,4 +251,6 @@ def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
     return None if error is None else (format_path(error.absolute_path, root="value"), _schema.message(error))
 
 
-_RUNTIME: dict[str, Any] = {}
+#: Validators of run-time schemas by their JSON text: the validator, and whether the
+#: schema is simple (:mod:`._simple_schema`).
+_RUNTIME: dict[str, tuple[Any, bool]] = {}

@@ -73,6 +73,51 @@ def test_pyproject_is_read_once_per_change(tmp_path, monkeypatch):
     assert cm.config_for(None).values["model"]["model_id"] == "second" and len(reads) == 2
 
 
+def test_the_merge_of_the_files_is_kept_until_one_changes_and_callers_get_their_own_copy(tmp_path, monkeypatch):
+    import os
+
+    from agent_apps import config
+
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    directory_file = skills / "agent-apps.yaml"
+    directory_file.write_text("model: {temperature: 0.5, middleware: [timing]}\n")
+    (skills / "writer.skill.py").write_text(
+        'frontmatter = {"metadata": {"model": {"max_turns": 9}}}\nasync def main(ctx, args):\n    return 1\n'
+    )
+    cm = make(tmp_path, skills)
+    merges = []  # the layers merged (the outermost call of each)
+    merge = config._merge
+
+    def counted(resolved, data, source, prefix, into):
+        if not prefix:
+            merges.append(source)
+        merge(resolved, data, source, prefix, into)
+
+    monkeypatch.setattr(config, "_merge", counted)
+    first = cm.config_for("writer")
+    made, middleware = len(merges), list(first.values["model"]["middleware"])
+    assert middleware[-1] == "timing"
+    first.values["model"]["temperature"] = 2.0  # a caller changing its copy changes nobody else's
+    first.values["model"]["middleware"].append("audit")
+    first.sources.clear()
+    again = cm.config_for("writer", {"model": {"max_tokens": 5}})
+    assert merges[made:] == ["call"]  # only the call layer was merged again
+    assert again.values["model"]["temperature"] == 0.5 and again.values["model"]["middleware"] == middleware
+    assert again.values["model"]["max_tokens"] == 5 and again.sources["model.max_tokens"] == "call"
+    assert again.sources["model.max_turns"].startswith("writer metadata")
+    assert "max_tokens" not in cm.config_for("writer").values["model"]  # a call layer is never kept
+    directory_file.write_text("model: {temperature: 0.25}\n")
+    os.utime(directory_file, ns=(0, directory_file.stat().st_mtime_ns + 1))
+    changed = cm.config_for("writer")
+    assert changed.values["model"]["temperature"] == 0.25 and changed.values["model"]["max_turns"] == 9
+    (skills / "writer.skill.py").write_text(
+        'frontmatter = {"metadata": {"model": {"max_turns": 3}}}\nasync def main(ctx, args):\n    return 1\n'
+    )
+    cm.reload()
+    assert cm.config_for("writer").values["model"]["max_turns"] == 3  # a reloaded skill's new metadata
+
+
 def test_middleware_lists_concatenate(tmp_path, monkeypatch):
     user_config(tmp_path, monkeypatch, "middleware: [audit]\n")
     project = tmp_path / "project"
@@ -374,9 +419,12 @@ def test_a_code_skill_sees_the_call_layer_of_its_own_invocation_and_those_above(
         "region",
         'frontmatter = {"metadata": {"model": {"region": "metadata"}}}\n'
         "async def main(ctx, args):\n"
-        '    return ctx.manager.config()["model"]["region"], ctx.manager.config({"model": {"region": "arg"}})["model"]["region"]\n',
+        '    own = ctx.manager.config({"model": {"region": "arg"}})\n'
+        '    return ctx.manager.config()["model"]["region"], own["model"]["region"]\n',
     )
-    write_skill("outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("region")\n')
+    write_skill(
+        "outer", 'frontmatter = {}\nasync def main(ctx, args):\n    return await ctx.manager.invoke("region")\n'
+    )
     assert context_manager.invoke_sync("region") == ("metadata", "arg")
     call = {"model": {"region": "call"}}
     assert context_manager.invoke_sync("region", config=call) == ("call", "arg")

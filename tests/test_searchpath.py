@@ -31,6 +31,18 @@ def test_order_and_origins(tmp_path, monkeypatch):
     put(home / "skills", "skill-list", "user shadows bundled")
     cm = ContextManager([explicit], cwd=project, entry_points=False)
     assert [r.origin for r in cm.roots()] == ["path", "path", "project", "user", "bundled", "bundled"]
+    named = [explicit.resolve(), env_dir.resolve()]
+    assert cm.path_dirs() == [r.path for r in cm.roots() if r.origin == "path"] == named
+    monkeypatch.setenv("AGENT_APPS_PATH", f"{env_dir}:{tmp_path / 'explicit' / '..' / 'explicit'}")
+    assert cm.path_dirs() == named  # resolved, each once, in order
+    other = tmp_path / "other"
+    put(other, "d", "other")
+    monkeypatch.setenv("AGENT_APPS_PATH", str(other))
+    cm.get("a")  # the catalog is built: its directories are what a run records
+    monkeypatch.setenv("AGENT_APPS_PATH", str(env_dir))
+    assert cm.path_dirs() == [explicit.resolve(), other.resolve()]
+    cm.reload()
+    assert cm.path_dirs() == named
     assert cm.invoke_sync("a") == "explicit"
     assert cm.invoke_sync("b") == "env"
     assert cm.invoke_sync("c") == "project"

@@ -19,8 +19,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from agent_apps import ContextManager
-from agent_apps._simple_schema import accepts, is_simple
 from agent_apps._schema import validator_for
+from agent_apps._simple_schema import accepts, is_simple
 
 TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
 WORDS = ["a", "b", "text", "n", "on", "items", ""]
@@ -32,7 +32,7 @@ def schema_of(rng: random.Random, depth: int = 0) -> Any:
     schema: dict[str, Any] = {}
     keys = ["type", "properties", "required", "additionalProperties", "items", "enum", "default", "description",
             "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
-            "maxItems", "title"]
+            "maxItems", "title", "pattern"]
     for key in rng.sample(keys, rng.randint(0, 5)):
         if key == "type":
             schema[key] = rng.choice(TYPES) if rng.random() < 0.7 else rng.sample(TYPES, rng.randint(1, 3))
@@ -48,6 +48,8 @@ def schema_of(rng: random.Random, depth: int = 0) -> Any:
             schema[key] = value_of(rng, 1)
         elif key in ("description", "title"):
             schema[key] = "words"
+        elif key == "pattern":
+            schema[key] = rng.choice(["^a", "c$", "b", "^[a-z]*$", "^$", "x|^te", "(?=a)", "a{2000}"])
         elif key.endswith(("imum",)):
             schema[key] = rng.choice([0, 1, 2.5, -3, 10])
         elif key.startswith(("min", "max")):
@@ -143,6 +145,7 @@ def test_every_quick_yes_is_jsonschemas_yes_with_the_same_defaults():
         ({"minimum": 0}, Decimal("-1")),  # jsonschema compares any number
         ({"maximum": 0}, float("nan")),
         ({"enum": ["a"]}, 1),
+        ({"pattern": "^b"}, "abc"),
         ({"type": "array"}, (1, 2)),
         ({"required": ["on"], "properties": {"on": {"default": False}}}, {}),  # required is checked first
         ({"properties": {"a": {"type": "string"}}, "additionalProperties": False}, {"a": "x", "b": 1}),
@@ -168,7 +171,9 @@ def test_what_the_quick_check_does_not_prove(schema, value):
         {"properties": {"a": {"type": "nope"}}},
         {"properties": []},
         {"format": "email"},
-        {"pattern": "^a"},
+        {"pattern": "(?=a)"},
+        {"pattern": "a{2000}"},
+        {"pattern": 3},
         {"$ref": "#/$defs/x"},
         {"anyOf": [{"type": "string"}]},
         {"const": 1},
@@ -209,3 +214,28 @@ def test_invalid_args_still_get_jsonschemas_message(tmp_path):
         cm.invoke_sync("wc", {"text": 42})
     with pytest.raises(Exception, match="-8 is less than the minimum of 0"):
         cm.invoke_sync("wc", {"text": "a b", "minus": 10})
+
+
+def test_patterns_run_on_re2_in_the_quick_check_too():
+    schema = {"type": "object", "properties": {"ref": {"type": "string", "pattern": "^callback://"}}}
+    assert is_simple(schema)
+    assert accepts(schema, {"ref": "callback://1"}) and accepts(schema, {"ref": 3}) is False
+    assert not accepts(schema, {"ref": "http://x"})
+    assert accepts({"pattern": "^a"}, 3)  # a pattern says nothing about what is not a string
+
+
+def test_a_scripted_agent_run_never_walks_jsonschema(tmp_path, monkeypatch):
+    """Every args, result and model response of a plain run is proven valid on the quick
+    path: the providers' params (with their ``^callback://`` patterns) among them."""
+    from agent_apps import _schema
+
+    (tmp_path / "once.skill.md").write_text(
+        "---\nmetadata:\n  model: {agent: agent-scripted, script: [{code: 'ctx.manager.finish(1)'}]}\n---\nGo.\n"
+    )
+    cm = ContextManager([tmp_path], cwd=tmp_path, env=False, project=False, user=False, entry_points=False)
+    assert cm.invoke_sync("once") == 1  # validators compiled, schemas checked
+    walks = []
+    first_error = _schema.first_error
+    monkeypatch.setattr(_schema, "first_error", lambda *a: walks.append(a) or first_error(*a))
+    assert cm.invoke_sync("once") == 1
+    assert walks == []

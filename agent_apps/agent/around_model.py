@@ -44,9 +44,10 @@ def arrange_model_calls(run: AgentRun, *, reported: bool) -> ModelMiddleware | N
     inherited_fns, inherited_guards = settings.inherited or ([], [])
     served = [run.ctx] if settings.served is run.ctx else [run.ctx, settings.served]
     fns = model_level_middleware(cm, inherited_fns, served, settings.config)
-    source = cm.config_for(settings.served.skill).sources.get("model.guardrails", "config")
     own = settings.config.get("guardrails") or []
     refs = own if not isinstance(own, list) else [*inherited_guards, *(r for r in own if r not in inherited_guards)]
+    # where the guardrails were set, for their errors: the cascade again, so only when there are some
+    source = cm.config_for(settings.served.skill).sources.get("model.guardrails", "config") if refs else "config"
     guards = {g.kind: g for g in guardrails_for(run, refs, source)}
     # agents this run's code starts keep its guardrails and model-level middleware
     run.scope["around_model_calls"] = (fns, refs)

@@ -26,9 +26,15 @@ VALUE_LIMIT = 4_000
 REPORT_LIMIT = 1_000_000
 
 
+#: One encoder for every report write: ``json.dumps`` with options builds a new one per
+#: call, and a run's report serializes each host call's args and result (encoding is
+#: reentrant: each call makes its own C iterator).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
 def dumps(value: Any) -> str:
     """``value`` as compact JSON (what is not JSON, as its ``repr``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return _ENCODER.encode(value)
 
 
 def json_size(value: Any, text: str | None = None) -> int:
@@ -61,7 +67,7 @@ class ContentBudget:
         text = dumps(value) if text is None else text
         self._keep(entry, field, text, None, limit)
         if field not in entry:  # it fits: a copy, so later changes to the value do not show
-            entry[field] = json.loads(text)
+            entry[field] = value if value is None or isinstance(value, (bool, int)) else json.loads(text)
 
     def _keep(self, entry: dict[str, Any], field: str, text: str, whole: str | None, limit: int) -> None:
         room = min(limit, self.room)

@@ -385,13 +385,18 @@ class AgentJournal:
         return expected
 
 
+#: The journal's encoder, made once (``json.dumps`` with options builds one per entry);
+#: what is not JSON raises, and is journaled as the error the code got.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:
     """Serialize and write queued entries (on the store's thread). A host call whose
     result is not JSON is journaled as the error the agent code got for it."""
     encoded = []
     for agent, key, kind, body, at in rows:
         try:
-            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+            text = _ENCODER.encode(body)
         except (TypeError, ValueError) as exc:
             problem = f"{body.get('skill')!r} returned a value that is not JSON: {exc}"
             error = {"skill": body.get("skill"), "args": body.get("args"), "ok": False,
@@ -431,7 +436,7 @@ def invocation_of(root: Context) -> dict[str, Any]:
         "session": root.internals.get("session"),
         **({"read_only": True} if root.internals.get("read_only") else {}),
         "attachments": root.internals.get("attachments"),
-        "path": [str(r.path) for r in cm.roots() if r.origin == "path"],
+        "path": [str(path) for path in cm.path_dirs()],
         "cwd": str(cm.cwd),
     }
     delegation = root.internals.get(DELEGATION)

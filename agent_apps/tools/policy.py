@@ -67,10 +67,26 @@ def resolve_mode(security: Mapping[str, Any], session_mode: str | None = None) -
         raise ConfigError(f"security.mode must be interactive, unattended or auto, not {mode!r}")
     if session_mode in MODES:
         return session_mode
-    try:
-        return "interactive" if sys.stdin is not None and sys.stdin.isatty() else "unattended"
-    except (ValueError, OSError):  # closed or detached stdin
-        return "unattended"
+    return "interactive" if _stdin_is_terminal() else "unattended"
+
+
+#: ``(sys.stdin, whether it is a terminal)`` as last asked.
+_stdin_seen: tuple[object, bool] | None = None
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether stdin is a terminal, asked once per ``sys.stdin`` object. The check is a
+    system call, and every call of a skill resolves the mode (a sandbox calling tools in
+    a loop made one per call); replacing ``sys.stdin`` asks again."""
+    global _stdin_seen
+    stdin = sys.stdin
+    if _stdin_seen is None or _stdin_seen[0] is not stdin:
+        try:
+            terminal = stdin is not None and stdin.isatty()
+        except (ValueError, OSError):  # closed or detached stdin
+            terminal = False
+        _stdin_seen = (stdin, terminal)
+    return _stdin_seen[1]
 
 
 def decide(name: str, category: str | None, security: Mapping[str, Any], mode: str) -> Decision:

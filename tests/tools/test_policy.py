@@ -150,6 +150,32 @@ async def test_auto_mode_without_a_terminal_is_unattended(pcm, monkeypatch):
         await pcm.invoke("file-write", {"path": "x", "content": "x"})
 
 
+def test_auto_mode_asks_whether_stdin_is_a_terminal_once_per_stdin(monkeypatch):
+    from agent_apps.tools.policy import resolve_mode
+
+    class Terminal(io.StringIO):
+        asked = 0
+
+        def isatty(self):
+            Terminal.asked += 1
+            return True
+
+    class Closed(io.StringIO):
+        def isatty(self):
+            raise ValueError("I/O operation on closed file")
+
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    assert [resolve_mode({}) for _ in range(3)] == ["interactive"] * 3
+    assert Terminal.asked == 1  # a system call per check, not per call of a skill
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # another stdin is asked again
+    assert resolve_mode({}) == "unattended"
+    monkeypatch.setattr("sys.stdin", Closed(""))
+    assert resolve_mode({}) == "unattended"
+    monkeypatch.setattr("sys.stdin", None)
+    assert resolve_mode({}) == "unattended"
+    assert resolve_mode({}, "interactive") == "interactive"
+
+
 async def test_name_rules_beat_categories_and_deny_wins(pcm, workspace):
     (workspace / "a").write_text("a")
     config = security(policy={"deny": ["file-read"], "interactive": {"allow": ["file-read"]}})
