@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agent_apps import ToolNotAllowed
-from agent_apps.allowed_tools import parse_specs
+from agent_apps.allowed_tools import check_call, parse_specs
 
 pytestmark = pytest.mark.anyio
 
@@ -201,3 +203,15 @@ async def test_constraints_hold_for_values_of_every_kind(context_manager, write_
         with pytest.raises(ToolNotAllowed) as info:
             await context_manager.invoke("caller", args)
         assert info.value.callee == "leaf" and f"(spec '{spec.split()[0]}" in str(info.value)
+
+
+
+def test_a_malformed_allowed_tools_refuses_every_call_naming_the_spec(context_manager, write_skill, leaves):
+    """Frontmatter refuses a malformed allowed-tools at load; a skill built another way
+    (a derived agent, a registered alias) still may call nothing, and says why."""
+    caller(write_skill, "doc-read")
+    loaded = context_manager.get("caller")
+    broken = dataclasses.replace(loaded, allowed_tools="doc-read agent(allowed_tools=x")
+    with pytest.raises(ToolNotAllowed, match=r"caller may not call doc-read: .*missing '\)'") as info:
+        check_call(broken, context_manager.get("doc-read"), {})
+    assert info.value.spec == "doc-read agent(allowed_tools=x"
