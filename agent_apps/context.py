@@ -375,6 +375,16 @@ class Manager:
         invocation ends."""
         return self._cm.callback(fn, owner=self._ctx, name=name, params=params, description=description)
 
+    def metric(self, name: str, value: float | str | bool) -> None:
+        """Record a metric of this invocation (a count, a size, a flag): for a call from
+        agent code it shows in the run's report and reaches the tool-call hooks
+        (docs/agent.md, "Hooks"). Setting a name again replaces its value."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a metric's name is a non-empty string, not {name!r}")
+        if not isinstance(value, (int, float, str, bool)):
+            raise TypeError(f"metric {name!r}: a value is a number, a string or a bool, not {type(value).__name__}")
+        self._ctx.internals.setdefault("metrics", {})[name] = value
+
     def emit(self, topic: str, event: dict[str, Any]) -> None:
         self._cm.events.emit(topic, event)
 

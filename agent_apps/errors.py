@@ -20,8 +20,10 @@ __all__ = [
     "GuardrailTripped",
     "LimitExceeded",
     "MiddlewareError",
+    "MiddlewareTermination",
     "ReplayDiverged",
     "ResultInvalid",
+    "RunStopped",
     "SandboxError",
     "SkillFailed",
     "SkillLoadError",
@@ -160,6 +162,37 @@ class MiddlewareError(SkillFailed):
     """A middleware broke the onion protocol (``next()`` never or twice called)."""
 
 
+class MiddlewareTermination(AgentAppsError):
+    """Raised by a middleware to halt its chain with a reason: the layers inside it and
+    the skill do not run, and the call fails with this error, naming the middleware.
+
+    A call error (exit status 2), like a refusal of the policy: the caller can change
+    course. Raised by a model-level middleware, it stops the agent run gracefully
+    instead (status ``stopped``, see docs/middleware.md).
+    """
+
+    call_error = True
+
+    def __init__(self, reason: str, *, middleware: str | None = None) -> None:
+        self.reason = reason
+        #: The middleware that halted the chain (filled in by the onion when not given).
+        self.middleware = middleware
+        super().__init__(self._say(reason, middleware), skill=middleware)
+
+    @staticmethod
+    def _say(reason: str, middleware: str | None) -> str:
+        return f"{middleware} halted the call: {reason}" if middleware else f"halted the call: {reason}"
+
+    def name(self, middleware: str) -> None:
+        """Say which middleware halted the chain (once: the innermost one raised it)."""
+        if self.middleware is None:
+            self.middleware = self.skill = middleware
+            self.message = self._say(self.reason, middleware)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "reason": self.reason, "middleware": self.middleware}
+
+
 class SandboxError(AgentAppsError):
     """The sandbox could not run agent code (build, trap, limit, transport)."""
 
@@ -219,6 +252,17 @@ class Cancelled(AgentAppsError):
 
     def __init__(self, reason: str = "cancelled", *, skill: str | None = None) -> None:
         super().__init__(reason, skill=skill)
+
+
+class RunStopped(AgentAppsError):
+    """A run was asked to stop gracefully (``cm.stop``, ``agent-apps runs stop``, a
+    model-level :class:`MiddlewareTermination`): what agent code gets for a call it
+    makes after the stop, and what the caller of a run that owed a ``finish()`` value
+    (``returns``) gets when it stopped before giving one. ``reason`` is why."""
+
+    def __init__(self, reason: str, *, skill: str | None = None, message: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(message or f"the run was stopped: {reason}", skill=skill)
 
 
 class ApprovalPending(AgentAppsError):

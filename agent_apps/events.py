@@ -10,6 +10,11 @@ A subscription may have an id (``event-subscribe`` gives one), by which
 persisted in the state store, which :meth:`EventBus.sync_persisted` keeps in step with it.
 A ref subscribed by a skill carries its maker's :class:`~agent_apps.authority.Authority`,
 under which every delivery is invoked (docs/security.md, "Deferred work").
+
+A subscriber may also give a *flow control* (``subscribe(..., flow=wait)``), an async
+``wait()`` that returns once it has room for more: an agent run that publishes on the
+topic awaits it between steps (:meth:`EventBus.flow_controls`), so a reader that is
+behind (``cm.stream``) holds the run back instead of piling up events.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class _Subscription:
     exact: bool
     id: str | None = None
     authority: Authority | None = None
+    flow: Callable[[], Awaitable[None]] | None = None
 
 
 class EventBus:
@@ -56,13 +62,20 @@ class EventBus:
         self._pending: set[asyncio.Future[Any]] = set()
 
     def subscribe(
-        self, topic: str, handler: Subscriber, *, id: str | None = None, authority: Authority | None = None
+        self,
+        topic: str,
+        handler: Subscriber,
+        *,
+        id: str | None = None,
+        authority: Authority | None = None,
+        flow: Callable[[], Awaitable[None]] | None = None,
     ) -> Callable[[], None]:
         """Call ``handler(topic, event)`` (or invoke the ref with the event) for each
         event on a topic matching ``topic``. Returns a function that unsubscribes;
         ``id`` names the subscription for :meth:`unsubscribe` (one id, one subscription);
-        a ref is invoked under ``authority``, its maker's (None: as a top-level call)."""
-        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["), id, authority)
+        a ref is invoked under ``authority``, its maker's (None: as a top-level call);
+        ``flow`` is the subscriber's flow control (see the module docstring)."""
+        sub = _Subscription(topic, handler, not any(c in topic for c in "*?["), id, authority, flow)
         with self._lock:
             self._subs = [*(s for s in self._subs if id is None or s.id != id), sub]
 
@@ -98,6 +111,15 @@ class EventBus:
 
     def has_subscribers(self, topic: str) -> bool:
         return any(self._matches(s, topic) for s in self._subs)
+
+    @property
+    def listened(self) -> bool:
+        """Whether anything subscribes to any topic (else an event goes nowhere)."""
+        return bool(self._subs)
+
+    def flow_controls(self, topic: str) -> list[Callable[[], Awaitable[None]]]:
+        """The flow controls of the subscribers of ``topic`` (see the module docstring)."""
+        return [s.flow for s in self._subs if s.flow is not None and self._matches(s, topic)]
 
     def emit(self, topic: str, event: dict[str, Any]) -> None:
         """Deliver ``event`` to every subscriber of ``topic``; never raises.

@@ -31,11 +31,14 @@ if TYPE_CHECKING:
     from .context import Context
     from .middleware import MiddlewareFn
     from .run_record import RunRecord
+    from .run_stream import RunStream
     from .state import StateStore
 
 __all__ = ["ContextManager"]
 
 CALLBACK_SCHEME = "callback://"
+#: ``approve()`` without a ``result``: the call is made, not answered (None is a result).
+_NO_RESULT: Any = object()
 _PATH_SUFFIXES = (".skill.py", ".skill.md", "SKILL.md", "skill.md")
 
 MiddlewareRef: TypeAlias = "str | tuple[str, dict[str, Any]] | MiddlewareFn"
@@ -321,6 +324,21 @@ class ContextManager:
         finally:
             timer.cancel()
 
+    def stream(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> RunStream:
+        """Invoke ``ref`` and read its events as they happen (CONTRACT section 14)::
+
+            async with cm.stream("haiku", {"task": "a pond"}) as run:
+                async for event in run:          # the same events as --events
+                    print(event["type"])
+            print(run.status, run.result, run.run_id)
+
+        ``options`` are :meth:`invoke`'s. A reader that falls behind holds the run back
+        (at most :data:`~agent_apps.run_stream.BUFFER` events wait); leaving the loop
+        or the block early cancels the run. See :mod:`agent_apps.run_stream`."""
+        from .run_stream import RunStream
+
+        return RunStream(self, ref, args, options)
+
     def cancel(self, run_id: str, reason: str = "cancelled") -> bool:
         """Cancel the run ``run_id`` (``ctx.run.run_id``, a run report's ``run_id``) and
         everything in it: its agents, their model calls, sandboxes and subprocesses.
@@ -329,6 +347,30 @@ class ContextManager:
         if record is None or record.signal is None:
             return False
         record.signal.cancel(reason)
+        return True
+
+    def stop(self, run_id: str, reason: str | None = None) -> bool:
+        """Stop the run ``run_id`` (or a unique prefix of it) gracefully: the host call
+        in flight finishes, no further turn starts, and it ends with status ``stopped``
+        and the model's last text as its result (every agent of the run does). A run of
+        another process (on any machine sharing the state store) stops within a moment
+        (it polls for the request); a run waiting for approval is stopped at once.
+        ``reason`` shows in its status message. Returns False when no run of that id
+        is in progress or waiting. :meth:`cancel` is the hard stop."""
+        reason = reason or "stop requested"
+        record = self._runs.get(run_id)
+        if record is None:
+            found = [r for ident, r in list(self._runs.items()) if run_id and ident.startswith(run_id)]
+            record = found[0] if len(found) == 1 else None
+        if record is not None:
+            record.tree.request_stop(reason)
+            return True
+        from .state import NotFound, NotResumable
+
+        try:
+            self.state.runs.stop(run_id, reason)
+        except (NotFound, NotResumable):
+            return False
         return True
 
     def invoke_sync(self, ref: Any, args: dict[str, Any] | None = None, **options: Any) -> Any:
@@ -389,13 +431,16 @@ class ContextManager:
 
         return await resume(self, run_id, **options)
 
-    def approve(self, run_id: str, *, deny: str | None = None, skip: bool = False) -> Any:
+    def approve(self, run_id: str, *, deny: str | None = None, skip: bool = False, result: Any = _NO_RESULT) -> Any:
         """Decide on the call a run waits for: approve it, ``deny="reason"`` (the agent
-        code gets the refusal) or ``skip=True`` (the call is not made; the code gets
-        None). Returns the run's checkpoint; :meth:`resume` then continues the run."""
+        code gets the refusal), ``skip=True`` (the call is not made; the code gets
+        None) or ``result=VALUE`` (the call is not made; the code gets VALUE, any JSON,
+        None included, checked against the skill's ``returns``). Returns the run's
+        checkpoint; :meth:`resume` then continues the run."""
         from .agent.durable import decide
 
-        return decide(self, run_id, deny=deny, skip=skip)
+        supplied = {"result": result} if result is not _NO_RESULT else {}
+        return decide(self, run_id, deny=deny, skip=skip, **supplied)
 
     # -- callback refs -----------------------------------------------------------------
 

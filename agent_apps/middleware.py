@@ -1,7 +1,9 @@
 """Middleware: Koa's onion, for skills and for plain callables.
 
 A middleware is ``async def mw(ctx, call_next)``; it may change args, short-circuit,
-transform the result and catch errors. Middleware *skills* (``metadata.role:
+transform the result and catch errors, or halt the chain with a reason by raising
+:class:`~agent_apps.errors.MiddlewareTermination` (the call fails with it, naming the
+middleware). Middleware *skills* (``metadata.role:
 middleware``) are adapted to that shape: their ``main(ctx, args)`` gets its own params
 as ``args``, the served invocation as ``ctx.target`` (sharing ``ctx.locals``), and
 continues with ``await ctx.manager.next()``. A *prompt* skill with that role is an
@@ -27,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 from ._syntax import parse_call
 from .allowed_tools import check_call
 from .context import Context, Finish
-from .errors import AgentAppsError, ArgsInvalid, MiddlewareError, SkillFailed, SkillLoadError, ToolNotAllowed
+from .errors import (
+    AgentAppsError,
+    ArgsInvalid,
+    MiddlewareError,
+    MiddlewareTermination,
+    SkillFailed,
+    SkillLoadError,
+    ToolNotAllowed,
+)
 from .skill import PROMPT_EXECUTOR, is_skill_name
 from .validation import coerce_params, validate_args
 
@@ -95,6 +105,9 @@ async def _layer(layers: tuple[MiddlewareFn, ...], index: int, ctx: Context, ter
         result = await mw(ctx, call_next)
     except Finish as done:
         return done.value
+    except MiddlewareTermination as halt:
+        halt.name(_name(mw))  # the first layer it passes raised it (inner layers name their own)
+        raise
     if result is None:
         if not state:
             raise MiddlewareError(

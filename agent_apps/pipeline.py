@@ -43,7 +43,7 @@ __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
 OPTIONS = frozenset(
-    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run"}
+    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run", "context"}
 )
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
@@ -97,6 +97,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = config
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
+    if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
+        ctx.internals["context"] = options["context"]
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     if middleware:  # agent middleware named here reaches the agent it serves

@@ -93,6 +93,53 @@ class HookSpecs:
         ``agent`` is the run: ``agent.config``, ``agent.user_message``, ``agent.served``."""
 
 
+    # -- lifecycle hooks of agent runs (agent_apps/agent/hooks.py, docs/agent.md "Hooks") --
+    # ``agent`` is the run (AgentRun); ``event`` is the event the run sends at that moment,
+    # the dict its subscribers get. An implementation may return an awaitable.
+
+    @hookspec
+    def agent_apps_run_start(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """An agent run began (``agent-start``): its prompt is built, no model was called."""
+
+    @hookspec
+    def agent_apps_run_complete(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """An agent run ended (``agent-complete``, or the ``agent-error`` that ended it):
+        ``event["status"]`` says how."""
+
+    @hookspec
+    def agent_apps_step_start(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """A step (one turn: a model call and the code it ran) began (``turn-start``)."""
+
+    @hookspec
+    def agent_apps_step_complete(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """A step ended (``turn-end``); ``event["step"]`` is its report: latency, usage,
+        finish reason, tool calls."""
+
+    @hookspec
+    def agent_apps_approval_requested(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """A call from the agent's code needs a human's approval (asked the first time)."""
+
+    @hookspec
+    def agent_apps_approval_resolved(self, agent: AgentRun, event: dict[str, Any]) -> None:
+        """The human's decision on that call came, or a resumed run applied it."""
+
+    @hookspec
+    def agent_apps_tool_call_start(self, agent: AgentRun, call: dict[str, Any]) -> Any:
+        """A host call from the agent's code is about to be made (``call``: skill, args,
+        id). Return None to make it, ``{"skip": True}`` to skip it (the code gets None)
+        or ``{"result": value}`` to answer it without making it. The first directive
+        wins; it is journaled (a resumed run does not ask again)."""
+
+    @hookspec
+    def agent_apps_tool_call_complete(self, agent: AgentRun, call: dict[str, Any]) -> None:
+        """A host call returned (``call`` adds ``result``, ``latency_ms``, ``metrics``)."""
+
+    @hookspec
+    def agent_apps_tool_call_error(self, agent: AgentRun, call: dict[str, Any], error: BaseException) -> Any:
+        """A host call failed with ``error``. Return None (the code gets the error) or
+        ``{"result": value}``: a fallback the code gets instead (journaled)."""
+
+
 @dataclass(frozen=True)
 class PluginError:
     """An entry point that failed to load; reported by ``agent-apps list``."""

@@ -39,13 +39,37 @@ __all__ = ["AgentLimits", "RunRecord", "RunTree"]
 
 class RunTree:
     """What the whole run shares: the number of agents started in it and the MB of
-    sandbox memory its live agents hold (the spawn budget counts both)."""
+    sandbox memory its live agents hold (the spawn budget counts both), and whether it
+    was asked to stop gracefully (``cm.stop``: every agent of the run stops)."""
 
-    __slots__ = ("agents", "memory_mb")
+    __slots__ = ("_stop_callbacks", "agents", "memory_mb", "stop_reason")
 
     def __init__(self) -> None:
         self.agents = 0
         self.memory_mb = 0
+        #: Why the run was asked to stop (None: it was not).
+        self.stop_reason: str | None = None
+        self._stop_callbacks: list[Callable[[str], None]] = []
+
+    def request_stop(self, reason: str) -> bool:
+        """Ask every agent of the run to stop gracefully (safe from any thread: the
+        callbacks must be too). False when it was asked already."""
+        if self.stop_reason is not None:
+            return False
+        self.stop_reason = reason
+        for callback in list(self._stop_callbacks):
+            callback(reason)
+        return True
+
+    def on_stop(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` when the run is asked to stop; returns the removal."""
+        self._stop_callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._stop_callbacks:
+                self._stop_callbacks.remove(callback)
+
+        return remove
 
     def reserve_memory(self, name: str, memory_mb: int, spawn: SpawnLimits) -> Callable[[], None]:
         """Count a sandbox's ``memory_mb`` for its lifetime, or refuse it past

@@ -16,6 +16,11 @@ frontmatter = {
             "events": {"type": "string", "description": "event-bus topic for live agent events"},
             "name": {"type": "string", "description": "display name in logs and events"},
             "memory": {"type": "object", "description": "JSON data seeded into the sandbox's memory"},
+            "context": {
+                "type": ["string", "object"],
+                "description": "per-task context: a dynamic layer of the system prompt after the stable ones; "
+                "a text, or {text, merge_parent, metadata}",
+            },
         },
         "additionalProperties": False,
     },

@@ -13,7 +13,9 @@ frontmatter = {
     "stdout and stderr. The environment holds only PATH, HOME, USER, LANG, LC_ALL, TERM, SHELL, "
     "TMPDIR, TZ (plus security.env). Output is capped at security.output_kb (200 KB); the command "
     "is killed with everything it started after 'timeout' seconds (at most security.timeout, 120). "
-    "Destructive commands (sudo, rm -rf /, mkfs, dd, shutdown, chmod 777, ...) are refused.",
+    "Catastrophic commands (sudo, rm -rf /, mkfs or dd onto a device, shutdown, chmod 777, ...) are refused; "
+    "destructive ones (rm, git push --force, dd, chmod -R, truncate, > over an existing file, ...) are admin "
+    "calls, which the policy asks a human about.",
     "params": {
         "type": "object",
         "properties": {
@@ -26,6 +28,7 @@ frontmatter = {
     },
     "metadata": {
         "category": "write",
+        "shell_arg": "command",  # a destructive line makes the call admin (agent_apps/tools/destructive.py)
         "tags": ["shell"],
         "returns": {
             "type": "object",

@@ -32,8 +32,8 @@ FLOORS = {
     # reading skill files; the sandbox and the state store stand beside them
     "loading": 5, "sandbox": 5, "state": 5, "stubs": 5,
     "searchpath": 6, "plugins": 6,
-    # the front door
-    "manager": 7,
+    # the front door, and a run's events read as they happen
+    "manager": 7, "run_stream": 7,
     # features built on the kernel
     "tools": 8,
     "agent": 9, "scheduling": 9, "mcp": 9,

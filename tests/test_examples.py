@@ -63,6 +63,22 @@ def test_context_example_runs_as_its_readme_says():
     assert "→ 11 lines of guidance; 3 memories; - Passport (check the expiry date)" in cli_run.stderr
 
 
+def test_the_information_agent_aggregates_runs_by_their_id():
+    """examples/run-monitor: run-stats hears every run on run.* and the digest reports them."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "run-monitor" / "run.py")], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:3] == ["run.*", "Looks right to me.", "Looks right to me."]
+    digest = lines[3:5]
+    assert all(line.startswith("proofread (") for line in digest)
+    assert all("done, 3 turns, 3 model calls, 2 code runs (1 failed)" in line for line in digest)
+    assert digest[0].split()[1] != digest[1].split()[1]  # two runs, two ids
+    assert lines[5] == "1 run(s) still going (this one included)"
+    assert lines[6] == "[('proofread', 'done'), ('runs-digest', 'done')]"
+
+
 def test_durability_example_waits_for_approval_then_resumes(tmp_path):
     """docs/durability.md's opening, step by step, in real processes on a copy of the folder."""
     import os

@@ -15,6 +15,7 @@ skills                 70        yes      the skills it may call, as Python stub
 middleware             75        yes      middleware it may activate
 guidance               80        yes      guidance skills: name and description
 result                 90        yes      the result it owes (``returns``)
+context                100       no       the caller's per-task context (``context``)
 loaded-guidance        110       no       guidance loaded earlier in the session
 serving                120       no       the call a middleware-mode agent serves
 task                   130       no       what ``memory`` starts with
@@ -23,7 +24,9 @@ memory                 140       no       MEMORY.md/AGENTS.md chunks for the mes
 
 Plugins add their own layers through the ``agent_apps_context`` hook. The provider
 receives the composed text as ``prompt`` and, when it declares the arg, where the
-stable prefix ends as ``stable_prefix``.
+stable prefix ends as ``stable_prefix``. An agent started by another agent's code has
+that agent's registry as its parent: its layers that say ``merge_parent`` (the
+``context`` one, when the call asks) add to the parent's of their name (layers.py).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AgentAppsError
 from ..tools import path_policy
 from .guidance import loaded_section
-from .layers import Composed
-from .prompt import LOADED, MEMORY, prompt_layers
+from .layers import LAYERS, Composed
+from .prompt import CONTEXT, LOADED, MEMORY, prompt_layers
 from .workspace import FILE_CHARS, read_whole_files
 
 if TYPE_CHECKING:
@@ -95,6 +98,11 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
         sensitive_data=options.get("sensitive_data"),
         workspace=workspace,
     )
+    registry.parent = settings.parent_layers  # the enclosing agent's
+    task = settings.context
+    if task is not None:
+        registry.add("context", task["text"], priority=CONTEXT, stable=False, owner="caller",
+                     merge_parent=task["merge_parent"], metadata=task["metadata"])  # fmt: skip
     warnings: list[str] = []
     memory: list[dict[str, Any]] = []
     if settings.workspace is not None:
@@ -111,6 +119,7 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
     loaded = await _loaded_before(run, visible)
     registry.add("loaded-guidance", loaded_section(loaded), priority=LOADED, stable=False)
     run.cm.hook.agent_apps_context(registry=registry, agent=run)
+    run.ctx.internals[LAYERS] = registry  # the parent of the registries of the agents below this one
     return Assembled(registry.compose(), warnings, memory, [s.name for s in loaded])
 
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ..state.journal import Checkpoint, JournalEntry
 
 __all__ = [
+    "NO_RESULT",
     "SCOPE",
     "AgentJournal",
     "HostCall",
@@ -353,13 +354,15 @@ class AgentJournal:
             body["next"] = True
         self.write(call.key, "call", body)
 
-    def decision_for(self, call: HostCall) -> tuple[str, str | None] | None:
-        """The human's decision on ``call``, when it is the one a resumed run waited for."""
+    def decision_for(self, call: HostCall) -> tuple[str, Any] | None:
+        """The human's decision on ``call``, when it is the one a resumed run waited for:
+        ``(action, detail)``, detail the reason of a denial or the supplied result."""
         pending = self._pending(call.step)
         if pending is None or _content(pending["skill"], pending.get("args")) != _content(call.skill, call.args):
             return None
         decision: dict[str, Any] = self.run.checkpoint.decision or {}  # type: ignore[union-attr]
-        return str(decision.get("action")), decision.get("reason")
+        action = str(decision.get("action"))
+        return action, decision.get("result") if action == "result" else decision.get("reason")
 
     def _pending(self, step: int) -> dict[str, Any] | None:
         pending = self.run.pending
@@ -490,9 +493,22 @@ async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
         await store.call(store.journal.release, run.id)
 
 
-def decide(cm: ContextManager, run_id: str, *, deny: str | None = None, skip: bool = False) -> Checkpoint:
+#: ``cm.approve(run_id)`` without ``result=``: the call is made (not answered).
+NO_RESULT: Any = object()
+
+
+def decide(
+    cm: ContextManager, run_id: str, *, deny: str | None = None, skip: bool = False, result: Any = NO_RESULT
+) -> Checkpoint:
     """Record the decision on the call a run waits for (``cm.approve``)."""
-    if deny is not None and skip:
-        raise ValueError("a call is either denied or skipped, not both")
+    supplied = result is not NO_RESULT
+    if (deny is not None) + skip + supplied > 1:
+        raise ValueError("a call is either denied, skipped or given a result: one of them")
+    if supplied:
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"result must be JSON (the journal keeps it): {exc}") from None
+        return cm.state.journal.decide(run_id, "result", result=result)
     action = "skip" if skip else "approve" if deny is None else "deny"
     return cm.state.journal.decide(run_id, action, deny)

@@ -108,8 +108,12 @@ class CodeExecutor:
         state, settings = run.state, run.settings
         if state.halted is not None:
             raise state.halted
+        await run.reporter.flow()  # a reader of the run's events that is behind holds it here
         if state.finished:
-            return {"text": "The task is already finished; no more code runs.", "error": True}
+            return self._refused("The task is already finished; no more code runs.")
+        stopping = run.stopper.reason
+        if stopping is not None:
+            return self._refused(f"The run was stopped ({stopping}); this code did not run.")
         state.steps += 1
         if state.steps > settings.max_steps:
             state.exhausted = True
@@ -139,6 +143,14 @@ class CodeExecutor:
             )
             return {"text": cap(text), "error": True}
         return {"text": cap(text), "error": result.error is not None}
+
+    def _refused(self, text: str) -> dict[str, Any]:
+        """The code of this call does not run: what the model reads, and the call's
+        report says ``skipped``."""
+        recorder = self.run.recorder
+        if recorder is not None:
+            recorder.skipped()
+        return {"text": text, "error": True}
 
     # -- code runs -------------------------------------------------------------------
 

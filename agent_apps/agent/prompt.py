@@ -142,7 +142,7 @@ _CAP = 12_000  # characters of a run result sent back to the model
 ROLE, HOW_TO, RULES_AT, SENSITIVE_AT, FOLDER, SKILLS_AT, MIDDLEWARE, GUIDANCE_AT, RESULT = (
     10, 50, 55, 60, 65, 70, 75, 80, 90
 )
-LOADED, SERVING, TASK, MEMORY = 110, 120, 130, 140
+CONTEXT, LOADED, SERVING, TASK, MEMORY = 100, 110, 120, 130, 140
 
 
 def prompt_layers(

@@ -11,8 +11,9 @@ The agent policy already hears every step of a run through the hook events; the
   flight;
 * the **report**, written after every turn and when the run ends: per turn the model's
   text and reasoning, its timings, usage, cost and finish reason, and its tool calls
-  (the code of each invoke call, the result the model read, latency) with the host
-  calls their code made (skill, args, result or error, latency); and the totals. An
+  (the code of each invoke call, the result the model read, latency, whether it was
+  skipped) with the host calls their code made (skill, args, result or error, latency,
+  whether a hook or the approver skipped or answered it, metrics); and the totals. An
   agent started by agent code names the host call that started it (``parent_call``);
 * the **turn in flight**, written for watchers (the console) as it changes, at most
   every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
@@ -32,7 +33,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import AgentAppsError, ApprovalPending, BudgetExceeded, Cancelled
@@ -119,6 +120,7 @@ class Recorder:
         #: user-side messages waiting for the next turn to end
         self._pending: list[Message] = [{"role": "user", "text": user_message}]
         self._step: dict[str, Any] | None = None
+        self._closed: dict[str, Any] | None = None  # the step whose turn ended, until it is stored
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[dict[str, Any]] = []
@@ -206,6 +208,7 @@ class Recorder:
                 "started_at": time.time(),
                 "skills": [],
                 "host_calls": [],
+                "skipped": False,
                 "_start": now,
             }
             if self.keeps_content:
@@ -239,6 +242,13 @@ class Recorder:
             return
         self._changed()
 
+    def _running_call(self) -> dict[str, Any] | None:
+        """The tool call whose code runs now (of several run together, the last one)."""
+        for call in reversed(self._step["tool_calls"] if self._step else ()):
+            if "_start" in call:
+                return call
+        return None
+
     def _keep_args(self, call: dict[str, Any], args: dict[str, Any]) -> None:
         """A tool call's args, each cut on its own: the code of an invoke call is text."""
         kept: dict[str, Any] = {}
@@ -249,23 +259,28 @@ class Recorder:
                 self.content.value(kept, key, value)
         call["args"] = kept
 
-    async def host_call(self, skill: str, args: dict[str, Any] | None, call: Awaitable[T]) -> T:
+    async def host_call(
+        self, skill: str, args: dict[str, Any] | None, call: Callable[[dict[str, Any] | None], Awaitable[T]]
+    ) -> T:
         """Agent code calls ``skill`` with ``args`` (a host call from the sandbox);
-        ``call`` makes it. Recorded under the tool call whose code is running (of
-        several run together, the last one): args, result or error, latency."""
-        owner = next((c for c in reversed(self._step["tool_calls"]) if "_start" in c), None) if self._step else None
+        ``call`` makes it, given the call's entry in the report to add what only the
+        gateway knows (skipped, answered, replayed, metrics), or None when it is not
+        listed. Recorded under the tool call whose code is running: args, result or
+        error, latency."""
+        owner = self._running_call()
         if owner is None:
-            return await call
+            return await call(None)
         owner["skills"].append(skill)
         listed: list[dict[str, Any]] = owner["host_calls"]
         if len(listed) >= MAX_HOST_CALLS:
             owner["host_calls_cut"] = owner.get("host_calls_cut", 0) + 1
-            return await call
+            return await call(None)
         entry: dict[str, Any] = {
             "id": f"{owner['id']}.{len(listed) + 1}",
             "skill": skill,
             "started_at": time.time(),
             "status": "running",
+            "skipped": False,
         }
         if self.keeps_content and args is not None:
             self.content.value(entry, "args", args)
@@ -274,7 +289,7 @@ class Recorder:
         token = _HOST_CALL.set((self.record.agent_id, entry["id"]))
         start = time.perf_counter()
         try:
-            result = await call
+            result = await call(entry)
         except BaseException as exc:
             entry["latency_ms"] = round((time.perf_counter() - start) * 1000, 3)
             entry["status"] = "waiting-approval" if isinstance(exc, ApprovalPending) else "error"
@@ -294,12 +309,20 @@ class Recorder:
             _HOST_CALL.reset(token)
             self._changed()
 
-    async def end_turn(self, event: dict[str, Any], directive: Any, memory: Any) -> None:
-        """The turn ended: store its messages (and the sandbox ``memory``), and the report."""
+    def skipped(self) -> None:
+        """The tool call just announced did not run its code (denied, or refused)."""
+        call = self._running_call()
+        if call is not None:
+            call["skipped"] = True
+
+    def close_step(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The turn ended (``turn-end``): its step's report is complete. Returns it
+        (seed 003's StepReport: latency, usage, finish reason, tool calls), which
+        :meth:`end_turn` stores."""
         step = self._step
         if step is None:
-            return
-        self._step = None
+            return None
+        self._step, self._closed = None, step
         now = time.perf_counter()
         usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
         start = step.pop("_start")
@@ -315,10 +338,21 @@ class Recorder:
             call.pop("_start", None)
         step["tool_ms"] = round(sum(c.get("latency_ms") or 0 for c in step["tool_calls"]), 3)
         step["total_ms"] = round((now - start) * 1000, 3)
-        turn = step.get("turn")
-        replayed = self.journal is not None and self.journal.turn_stored(turn)
-        if replayed:  # a resumed run: this turn came from the journal
+        if self.journal is not None and self.journal.turn_stored(step.get("turn")):  # a resumed run's, from the journal
             step["replayed"] = True
+        return {k: v for k, v in step.items() if not k.startswith("_")}
+
+    async def end_turn(self, event: dict[str, Any], directive: Any, memory: Any) -> None:
+        """The turn ended: store its messages (and the sandbox ``memory``), and the report."""
+        if self._step is not None:
+            self.close_step(event)
+        step = self._closed
+        if step is None:
+            return
+        self._closed = None
+        usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
+        turn = step.get("turn")
+        replayed = bool(step.get("replayed"))
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
@@ -411,10 +445,15 @@ class Recorder:
 
     # -- the end -----------------------------------------------------------------------
 
-    async def finish(self, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+    async def finish(
+        self, status: str, *, result: Any = None, error: dict[str, Any] | None = None, message: str | None = None
+    ) -> None:
         """The run ended with ``status``: its final report (with ``error``, its type and
-        message, when it failed), and what retention removes."""
+        message, when it failed; stopped before its end, its terminal ``message``), and
+        what retention removes."""
         self.report["status"] = status
+        if message is not None:
+            self.report["message"] = message
         if error is not None:
             self.report["error"] = {key: value for key, value in error.items() if key != "message"}
             if "message" in error:

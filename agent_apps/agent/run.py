@@ -24,9 +24,14 @@ every step of each turn and receives the directives that decide what happens nex
 Run statuses (``ctx.locals["agent"]["status"]``, and ``status`` in the final
 ``agent-complete`` or ``agent-error`` event): ``done``; ``max_turns`` and ``max_steps``
 (the run stopped at a cap: its result is the model's last text followed by the terminal
-message, or with ``returns`` a LimitExceeded); ``budget``; ``guardrail``; ``error``;
-``cancelled``; ``waiting-approval`` (a call from its code needs a human and nobody can
-be asked now: the run was checkpointed, see ``durable.py`` and docs/durability.md).
+message, or with ``returns`` a LimitExceeded); ``stopped`` (asked to stop gracefully,
+see ``stopping.py``: its result is the model's last text, or with ``returns`` a
+RunStopped); ``budget``; ``guardrail``; ``error``; ``cancelled``; ``waiting-approval``
+(a call from its code needs a human and nobody can be asked now: the run was
+checkpointed, see ``durable.py`` and docs/durability.md).
+
+Lifecycle hooks (``hooks.py``) hear the run through its events, and the tool-call hooks
+decide in the gateway.
 
 Middleware mode: when the served skill is a prompt skill with ``metadata.role:
 middleware``, the agent serves the call that middleware wraps. Its code sees that call
@@ -52,20 +57,24 @@ from ..errors import (
     GuardrailTripped,
     MiddlewareError,
     ResultInvalid,
+    RunStopped,
+    SkillFailed,
 )
 from .around_model import arrange_model_calls
 from .assembly import Assembled, assemble
 from .durable import AgentJournal, RunJournal
 from .executor import CodeExecutor
 from .gateway import HostCalls
-from .limits import arm_deadline, child_record
+from .hooks import RunHooks
+from .limits import JOIN_GRACE, arm_deadline, child_record
 from .model_calls import ModelCalls, declares_model_calls, require_model_calls
 from .prompt import INVOKE_TOOL
 from .recorder import Recorder, error_of
 from .reporting import RunReporter
 from .run_state import RunState
 from .settings import settle
-from .turns import HOOK_PARAMS, STOP_MESSAGES, TurnPolicy
+from .stopping import StopControl
+from .turns import HOOK_PARAMS, TurnPolicy
 
 if TYPE_CHECKING:
     from ..allowed_tools import Visible
@@ -95,7 +104,11 @@ class AgentRun:
         self.scope = settings.scope()
         #: What the sandbox's ``memory`` starts with (the open step adds a session's).
         self.memory_seed: dict[str, Any] = dict(settings.memory)
-        self.reporter = RunReporter(self.cm, settings, self.record, self.state)
+        #: The lifecycle hooks plugins implement (hooks.py).
+        self.hooks = RunHooks(self)
+        self.reporter = RunReporter(self.cm, settings, self.record, self.state, self.hooks)
+        #: Whether the run is stopping, and why (a graceful stop, stopping.py).
+        self.stopper = StopControl(self)
         #: Features that sit around each model call (journal, model middleware,
         #: guardrails, context layers) register here before the run starts.
         self.model_calls = ModelCalls()
@@ -131,6 +144,7 @@ class AgentRun:
             settings.allowed_tools, caller=settings.served.skill.name, exclude=settings.exclude
         )
         recorder = await self._open()
+        self.stopper.open()
         try:
             context = await self._assemble(visible)
             deadline = arm_deadline(self.record.ledger, self.ctx.signal)  # type: ignore[arg-type]
@@ -139,22 +153,28 @@ class AgentRun:
                 text = await self._drive(context, window)
                 result = self._result(text)
             except (AgentAppsError, asyncio.CancelledError) as exc:
-                halted, over = self._fail(exc)
-                if halted is not None:
-                    raise halted from None
-                if over is not None and isinstance(exc, Cancelled):
-                    raise over from exc
-                raise
+                if not self._ends_stopped(exc):
+                    halted, over = self._fail(exc)
+                    if halted is not None:
+                        raise halted from None
+                    if over is not None and isinstance(exc, Cancelled):
+                        raise over from exc
+                    raise
+                result = self._stopped()
             finally:
                 if deadline is not None:
                     deadline.cancel()
             return await self._complete(result)
         except BaseException as exc:
             status = self.state.status  # set by the steps for the errors they know
+            status, message = "error" if status == "running" else status, self.state.published.get("message")
             # shielded: a second cancel of this task must not lose the run's final status
             error = {key: value for key, value in self._error_of(exc).items() if key in ("type", "message")}
-            await asyncio.shield(recorder.finish("error" if status == "running" else status, error=error))
+            await asyncio.shield(recorder.finish(status, error=error, message=message))
             raise
+        finally:
+            self.stopper.close()
+            await self.hooks.drain(JOIN_GRACE)
 
     async def _open(self) -> Recorder:
         """Open the journal and the recorder, and settle the memory the sandbox starts
@@ -360,16 +380,31 @@ class AgentRun:
             )
         return state.stopped if state.stopped is not None else text
 
+    def _ends_stopped(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is how a stopping run ended: a turn refused (RunStopped), or
+        the provider giving up on a model call not retried because of the stop."""
+        if self.stopper.reason is None or self.state.halted is not None:
+            return False
+        return isinstance(exc, RunStopped) or (isinstance(exc, SkillFailed) and exc.skill == self.settings.provider)
+
+    def _stopped(self) -> Any:
+        """The result of a run that stopped gracefully between turns (see turns.py)."""
+        try:
+            return self.turns.stopped(self.stopper.reason or "stopped")
+        except RunStopped as exc:  # it owed a finish() value
+            self.reporter.emit("agent-error", error=exc.to_json(), status=self.state.status)
+            raise
+
     async def _complete(self, result: Any) -> Any:
-        """The run ended well (or at a cap): its status, event and report."""
+        """The run ended well (at a cap, or stopped): its status, event and report."""
         state = self.state
         if state.stopped is None:
             state.status = "done"
         status = state.status
-        stop = {"message": STOP_MESSAGES[status]} if status in STOP_MESSAGES else {}
+        stop = {"message": state.published["message"]} if "message" in state.published else {}
         fields = {"turns": state.turn, "steps": state.steps, "usage": state.usage, **stop}
         self.reporter.emit("agent-complete", result=result, status=status, **fields)
-        await self.recorder.finish(status, result=result)  # type: ignore[union-attr]
+        await self.recorder.finish(status, result=result, message=stop.get("message"))  # type: ignore[union-attr]
         return result
 
     def _fail(self, exc: BaseException) -> tuple[AgentAppsError | None, BudgetExceeded | None]:

@@ -38,8 +38,10 @@ class RunState:
     value: Any = None
     #: The model's last non-empty text.
     last_text: str = ""
-    #: The partial result of a run stopped at a cap (else None).
+    #: The partial result of a run stopped at a cap or by a stop (else None).
     stopped: Any = None
+    #: Why the run was asked to stop gracefully (stopping.py), or None.
+    stop_reason: str | None = None
     #: What stopped the run where it stood (a checkpoint for approval, a replay that
     #: diverged): every callback raises it from then on.
     halted: AgentAppsError | None = None

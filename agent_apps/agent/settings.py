@@ -22,6 +22,7 @@ from ..run_record import AgentLimits
 from ..skill import is_skill_name
 from ..state.sessions import session_id_problem
 from ..validation import schema_error
+from .layers import ContextRegistry, enclosing
 from .limits import agent_limits, tool_timeout
 from .recorder import RETENTIONS
 from .workspace import resolve_workspace
@@ -73,6 +74,9 @@ class RunSettings:
     user_message: str
     #: What the caller seeds the sandbox's ``memory`` with.
     memory: Mapping[str, Any]
+    #: The caller's per-task context (the ``context`` layer): ``{text, merge_parent,
+    #: metadata}``, or None.
+    context: Mapping[str, Any] | None
     #: ``model.retention``: what is kept once the run ends (recorder.py).
     retention: str
     #: The session this run continues, or None.
@@ -92,6 +96,8 @@ class RunSettings:
     inherited: tuple[list[Any], list[Any]] | None
     #: The context id of the enclosing agent's served invocation, or None.
     ancestor_context_id: str | None
+    #: The system prompt's layers of the enclosing agent (the parent of this run's), or None.
+    parent_layers: ContextRegistry | None
 
     @property
     def max_turns(self) -> float:
@@ -192,6 +198,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         prompt=args.get("prompt") or _PROMPT,
         user_message=args.get("user_message") or _USER_MESSAGE,
         memory=dict(args.get("memory") or {}),
+        context=_task_context(ctx, args, served),
         retention=retention,
         session=session,
         supervision=supervision,
@@ -201,7 +208,33 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         exclude=(*_EXCLUDED, ctx.skill.name, provider, *filter(None, inherited)),
         inherited=parent_scope.get("around_model_calls") if _below_agent_code(ctx) else None,
         ancestor_context_id=parent_scope.get("context_id"),
+        parent_layers=enclosing(ctx),
     )
+
+
+def _task_context(ctx: Context, args: Mapping[str, Any], served: Context) -> dict[str, Any] | None:
+    """The per-task context of this run: the ``context`` arg, else the ``context=``
+    option of the invocation it serves (a prompt skill's). A text, or ``{text,
+    merge_parent?, metadata?}``; anything else is refused, naming the arg."""
+    given = args.get("context")
+    if given is None:
+        given = ctx.internals.get("context") or served.internals.get("context")
+    if given is None:
+        return None
+    where = ctx.skill.name
+    if isinstance(given, str):
+        given = {"text": given}
+    if not isinstance(given, Mapping) or not isinstance(given.get("text"), str):
+        raise ArgsInvalid(where, "context", "a per-task context is a text, or an object with a 'text'")
+    unknown = sorted(set(given) - {"text", "merge_parent", "metadata"})
+    if unknown:
+        raise ArgsInvalid(where, f"context.{unknown[0]}", "not one of text, merge_parent, metadata")
+    if not isinstance(given.get("merge_parent", False), bool):
+        raise ArgsInvalid(where, "context.merge_parent", "must be true or false")
+    if not isinstance(given.get("metadata", {}), Mapping):
+        raise ArgsInvalid(where, "context.metadata", "must be an object")
+    return {"text": given["text"], "merge_parent": given.get("merge_parent", False),
+            "metadata": dict(given.get("metadata") or {})}  # fmt: skip
 
 
 def _below_agent_code(ctx: Context) -> bool:

@@ -26,6 +26,12 @@ model-response turn, attempt, response,           {response?}
 
 A model call holds one of its provider's admission slots (admission.py) from the moment
 it is about to be made until the model answers (:class:`ModelSlot`).
+
+Once the run is asked to stop (stopping.py) the policy lets the turn in progress end
+and starts no other: a model call not yet made is answered with an empty answer
+(:data:`STOPPED_RESPONSE`), tool calls are denied, and ``turn-end`` says ``stop`` with
+the model's last text. A turn that would start after that is refused with
+:class:`~agent_apps.errors.RunStopped`, which the run takes as the same graceful end.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..budget import with_clamped_usage
-from ..errors import AgentAppsError, LimitExceeded
+from ..errors import AgentAppsError, LimitExceeded, MiddlewareTermination, RunStopped
 from ..validation import schema_problem
 from .limits import check_budget
 from .model_calls import RESPONSE_SCHEMA
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
     from .model_middleware import ModelMiddleware
     from .run import AgentRun
 
-__all__ = ["HOOK_PARAMS", "STOP_MESSAGES", "ModelSlot", "TurnPolicy"]
+__all__ = ["HOOK_PARAMS", "STOPPED_RESPONSE", "STOP_MESSAGES", "ModelSlot", "TurnPolicy"]
 
 #: The hook callback's args: one event, tagged by ``type``.
 HOOK_PARAMS: dict[str, Any] = {
@@ -75,6 +81,14 @@ HOOK_PARAMS: dict[str, Any] = {
 STOP_MESSAGES = {
     "max_turns": "Stopped: maximum turn limit reached",
     "max_steps": "Stopped: maximum step limit reached",
+}
+#: The answer to a model call that was not made because the run is stopping: the
+#: provider acts on it as on the model's, and the turn ends without a tool call.
+STOPPED_RESPONSE: dict[str, Any] = {
+    "text": "",
+    "tool_calls": [],
+    "usage": {"input_tokens": 0, "output_tokens": 0},
+    "stop_reason": "stopped",
 }
 #: What a persistent agent is told when its turn ends without a tool call.
 _CONTINUE = "Continue."
@@ -119,9 +133,12 @@ class TurnPolicy:
         self.model_middleware: ModelMiddleware | None = None
         #: Tool calls in this turn's model answer, when the provider reported it.
         self.tool_calls: int | None = None
+        #: The report of the step (turn) that just ended, for the ``turn-end`` event.
+        self.step: dict[str, Any] | None = None
         self._text: list[str] = []  # this turn's message text
         self._calls = 0  # tool calls this turn
         self._span: tracing.Span | None = None
+        self._answered_stop = False  # the model call in flight was answered with STOPPED_RESPONSE
 
     async def hook(self, ctx: Context, event: dict[str, Any]) -> dict[str, Any] | None:
         """Hear one hook event and return its directive (see the module docstring)."""
@@ -138,14 +155,18 @@ class TurnPolicy:
             recorder.observe(event)
         handler = getattr(self, "_on_" + kind.replace("-", "_"), None)
         if kind != "turn-end" or recorder is None:
-            return await handler(event) if handler is not None else None
+            directive = await handler(event) if handler is not None else None
+            await run.reporter.flow()  # a reader of the run's events that is behind holds it here
+            return directive
+        self.step = recorder.close_step(event)
         directive = None
         try:
             directive = await handler(event)  # type: ignore[misc]
-            return directive
         finally:  # the turn happened, whatever the policy decides: its messages are stored
             sandbox = run.executor.sandbox
             await recorder.end_turn(event, directive, sandbox.memory if sandbox is not None else None)
+        await run.reporter.flow()
+        return directive
 
     def close(self) -> None:
         """The run ended: free the model slot, end the model-level onion of a call that
@@ -165,6 +186,9 @@ class TurnPolicy:
         if state.turn > settings.max_turns:  # the provider ignored the stop directive
             state.status = "max_turns"
             raise LimitExceeded(f"{settings.name}: turn limit ({settings.max_turns}) reached", skill=settings.name)
+        stopping = run.stopper.reason
+        if stopping is not None:  # no further turn starts: the run takes this as its graceful end
+            raise RunStopped(stopping, skill=settings.name)
         check_budget(state, run.record.ledger.start_turn)  # type: ignore[union-attr]
         tracing.end(self._span)
         self._span = tracing.start_span(f"turn {state.turn}", run.ctx, {"agent_apps.turn": state.turn})
@@ -173,13 +197,26 @@ class TurnPolicy:
             await self.slot.acquire(self._span or run.ctx)
 
     async def _on_model_call(self, event: dict[str, Any]) -> dict[str, Any]:
-        directive = await self.run.model_calls.on_call(event)
+        run = self.run
+        self._answered_stop = False
+        directive: dict[str, Any] = {}
+        if run.stopper.reason is None:
+            try:
+                directive = await run.model_calls.on_call(event)
+            except MiddlewareTermination as halt:  # a model-level middleware stops the run
+                run.stopper.request(_halted(halt))
+        if run.stopper.reason is not None:  # no new model call: the turn ends, and the run
+            self._answered_stop = True
+            return {"response": STOPPED_RESPONSE}
+        run.reporter.emit("model-call", turn=event.get("turn"), attempt=event.get("attempt"))
         if "response" not in directive:  # the model is called now
-            await self.slot.acquire(self._span or self.run.ctx)
+            await self.slot.acquire(self._span or run.ctx)
         return directive
 
     async def _on_model_response(self, event: dict[str, Any]) -> dict[str, Any]:
         self.slot.release()
+        if self._answered_stop:  # the policy's own empty answer: no interceptor saw its call
+            return {}
         problem = schema_problem(RESPONSE_SCHEMA, event.get("response"))
         if problem is not None:
             path, message = problem
@@ -189,8 +226,15 @@ class TurnPolicy:
                 f"({path}: {message})",
                 skill=name,
             )
-        directive = await self.run.model_calls.on_response(event)
-        self.tool_calls = len(event["response"].get("tool_calls") or ())
+        try:
+            directive = await self.run.model_calls.on_response(event)
+        except MiddlewareTermination as halt:  # the answer stands; the run stops after this turn
+            self.run.stopper.request(_halted(halt))
+            directive = {}
+        response = directive.get("response", event["response"])
+        self.tool_calls = len(response.get("tool_calls") or ())
+        fields = {k: event.get(k) for k in ("turn", "attempt", "latency_ms", "replayed")}
+        self.run.reporter.emit("model-response", **fields, response={k: v for k, v in response.items() if k != "meta"})
         return directive
 
     async def _on_message(self, event: dict[str, Any]) -> None:
@@ -208,10 +252,20 @@ class TurnPolicy:
         args = event.get("args") or {}
         self.run.reporter.emit("tool-call", tool=event.get("tool"), code=args.get("code"), id=event.get("id"))
         if event.get("tool") != INVOKE_TOOL["name"]:
-            return {"deny": f"unknown tool {event.get('tool')!r}: the only tool is 'invoke'"}
+            return self._deny(f"unknown tool {event.get('tool')!r}: the only tool is 'invoke'")
         if self.run.state.finished:
-            return {"deny": "the task is already finished"}
+            return self._deny("the task is already finished")
+        stopping = self.run.stopper.reason
+        if stopping is not None:
+            return self._deny(f"the run was stopped ({stopping}): no more code runs")
         return {"allow": True}
+
+    def _deny(self, reason: str) -> dict[str, Any]:
+        """Deny the tool call just announced: its code will not run."""
+        recorder = self.run.recorder
+        if recorder is not None:
+            recorder.skipped()
+        return {"deny": reason}
 
     async def _on_tool_result(self, event: dict[str, Any]) -> None:
         result = event.get("result") or {}
@@ -234,7 +288,7 @@ class TurnPolicy:
             text = "".join(self._text)
         if isinstance(text, str) and text.strip():
             state.last_text = text.strip()
-        run.reporter.emit("turn-end", turn=state.turn, usage=event.get("usage"))
+        run.reporter.emit("turn-end", turn=state.turn, usage=event.get("usage"), step=self.step)
         tracing.end(self._span)
         self._span = None
         ledger = run.record.ledger
@@ -248,6 +302,9 @@ class TurnPolicy:
         state, settings = self.run.state, self.run.settings
         if state.finished:
             return {"stop": True, "result": state.value}
+        stopping = self.run.stopper.reason
+        if stopping is not None:
+            return {"stop": True, "result": self.stopped(stopping)}
         if state.exhausted:
             return self._stop("max_steps", f"{settings.max_steps} invoke calls")
         if self._calls:
@@ -276,6 +333,22 @@ class TurnPolicy:
         state.stopped = f"{state.last_text}\n\n{message}" if state.last_text else message
         return {"stop": True, "result": state.stopped}
 
+    def stopped(self, reason: str) -> Any:
+        """End the run gracefully because it was asked to stop: status ``stopped``, and
+        the partial result is the model's last text. A run that must ``finish()`` a
+        schema cannot end with text: it fails with RunStopped (its status stays)."""
+        state, settings = self.run.state, self.run.settings
+        state.status = "stopped"
+        state.published["message"] = f"Stopped: {reason}"
+        if settings.returns is not None:
+            raise RunStopped(
+                reason,
+                skill=settings.name,
+                message=f"{settings.name}: the run was stopped ({reason}) before a valid ctx.manager.finish() value",
+            )
+        state.stopped = state.last_text
+        return state.stopped
+
     # -- failures ----------------------------------------------------------------------
 
     async def _on_error(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -287,6 +360,8 @@ class TurnPolicy:
         attempt = int(event.get("attempt") or 1)
         retryable = bool(error.get("retryable")) if isinstance(error, dict) else False
         self.run.reporter.emit("agent-error", error=error, attempt=attempt)
+        if self.run.stopper.reason is not None:  # no retry: the run ends (stopped) here
+            return {"stop": True}
         if settings.persistent or (retryable and attempt <= settings.max_retries):
             base = float(settings.config.get("retry_delay", 1.0))
             return {"retry": True, "delay": min(base * 2 ** (attempt - 1), 30.0)}
@@ -294,3 +369,8 @@ class TurnPolicy:
 
     async def _on_retry(self, event: dict[str, Any]) -> None:
         self.run.reporter.emit("agent-error", retrying=True, attempt=event.get("attempt"), delay=event.get("delay"))
+
+
+def _halted(halt: MiddlewareTermination) -> str:
+    """The stop reason of a run whose model-level middleware halted its chain."""
+    return f"{halt.middleware}: {halt.reason}" if halt.middleware else halt.reason

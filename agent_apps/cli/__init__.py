@@ -29,7 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_PIPE = 0
 #: Command groups that live in modules of their own, imported only when used.
 _GROUPS = {
     "sessions": ("agent_apps.cli.state", "list, show, export, import, fork and remove sessions"),
-    "runs": ("agent_apps.cli.state", "list, show, export and import recorded agent runs"),
+    "runs": ("agent_apps.cli.state", "list, show, stop, export and import recorded agent runs"),
     "state": ("agent_apps.cli.state", "copy a whole state store, between SQLite and PostgreSQL"),
     "scheduler": ("agent_apps.cli.scheduler", "run due schedules in the foreground until Ctrl-C"),
     "batch": ("agent_apps.cli.batch", "run a skill once per line of a JSONL file, locally or on a Ray cluster"),
@@ -186,6 +186,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     skill = _skill(cm, args.name)
     call_args = _call_args(args, skill.params)
     options = _call_options(cm, args)
+    if args.context is not None:
+        options["context"] = _text_or_file(args.context, "--context")
     return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
 
 
@@ -262,11 +264,18 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
     store = open_store()
     run = store.runs.get(args.run_id)
-    action = "skip" if args.skip else "approve" if args.deny is None else "deny"
-    point = store.journal.decide(run.id, action, args.deny)
+    result = None
+    if args.result is not None:
+        try:
+            result = json.loads(args.result)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--result is not valid JSON: {exc}") from None
+    action = "approve" if args.deny is None else "deny"
+    action = "skip" if args.skip else "result" if args.result is not None else action
+    point = store.journal.decide(run.id, action, args.deny, result=result)
     pending = point.pending or {}
-    what = {"approve": "approved", "deny": "denied", "skip": "skipped"}[action]
-    reason = f" ({args.deny})" if args.deny else ""
+    what = {"approve": "approved", "deny": "denied", "skip": "skipped", "result": "answered"}[action]
+    reason = f" ({args.deny})" if args.deny else f" with {_short_json(result)}" if action == "result" else ""
     call = f"{pending.get('skill')} {_short_json(pending.get('args'))}"
     print(printable(f"{what} {call}{reason} for run {run.id}; continue it with: agent-apps resume {run.id}"))
     return EXIT_OK
@@ -330,15 +339,26 @@ def _serve(cm: Any, args: argparse.Namespace, name: str, start: Any, runner: Any
         return EXIT_APPROVAL
     _print_result(result, as_json=args.json, out=sys.stdout)
     status = served.get("status")
-    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps): partial work
+    if status not in (None, "done"):  # a graceful stop (max_turns, max_steps, stopped): partial work
+        counts = f"{_count(served.get('turns') or 0, 'turn')}, {_count(served.get('steps') or 0, 'step')}"
+        why = "" if status == "stopped" else f"; model.{status} sets the limit"
         print(
-            f"error: {name}: {served.get('message') or status} ({_count(served.get('turns') or 0, 'turn')}, "
-            f"{_count(served.get('steps') or 0, 'step')}; model.{status} sets the limit); "
-            "the partial result is on stdout",
+            f"error: {name}: {served.get('message') or status} ({counts}{why}); the partial result is on stdout",
             file=sys.stderr,
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _text_or_file(value: str, option: str) -> str:
+    """An option's text, or the contents of the file it names as ``@FILE``."""
+    if not value.startswith("@"):
+        return value
+    try:
+        with open(value[1:], encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"{option} {value}: {exc.strerror}") from None
 
 
 def _number(cast: type, least: float, *, above: bool = False) -> Callable[[str], Any]:
@@ -381,15 +401,7 @@ def _call_args(args: argparse.Namespace, params: dict[str, Any] | None) -> dict[
 
     call: dict[str, Any] = {}
     if args.args is not None:
-        text = args.args
-        if text == "@-":  # from stdin: generated args, piped
-            text = sys.stdin.read()
-        elif text.startswith("@"):
-            try:
-                with open(text[1:], encoding="utf-8") as fh:
-                    text = fh.read()
-            except OSError as exc:
-                raise UsageError(f"--args {args.args}: {exc.strerror}") from None
+        text = sys.stdin.read() if args.args == "@-" else _text_or_file(args.args, "--args")  # @-: piped args
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -487,6 +499,9 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
         "pairs", nargs="*", default=[], metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)"
     )
     p.add_argument("--args", metavar="JSON|@FILE|@-", help="args as a JSON object, @file.json, or @- (stdin)")
+    p.add_argument(
+        "--context", metavar="TEXT|@FILE", help="per-task context for the agent: a dynamic layer of its system prompt"
+    )
     add_call_options(p)
     add_output_options(p)
     p.set_defaults(run=cmd_invoke)
@@ -523,6 +538,10 @@ def _approve_parser(sub: _Subparsers, common: _Parser) -> None:
     decision = p.add_mutually_exclusive_group()
     decision.add_argument("--deny", metavar="REASON", help="refuse the call; the agent's code gets REASON")
     decision.add_argument("--skip", action="store_true", help="do not make the call; the code gets None")
+    decision.add_argument(
+        "--result", metavar="JSON", help="do not make the call; the code gets this result (checked against the skill's "
+        "returns)"
+    )
     p.set_defaults(run=cmd_approve)
 
 

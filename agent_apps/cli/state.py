@@ -30,6 +30,11 @@ from .skills import _Printable
 
 __all__ = ["parse", "parser"]
 
+#: The reason of a stop asked for on the command line, unless ``--reason`` gives one.
+STOP_REASON = "agent-apps runs stop"
+#: Seconds between two looks at a run that ``runs stop --wait`` waits for.
+_WAIT_POLL = 0.2
+
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``sessions ...`` or ``runs ...``; the namespace's ``run`` carries it out."""
@@ -90,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", parents=[common], help="write a run as a versioned JSON snapshot to stdout")
     p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
     p.set_defaults(run=runs_export)
+    p = sub.add_parser(
+        "stop", parents=[common], help="stop a run gracefully: the call in flight finishes, no further turn starts"
+    )
+    p.add_argument("run_id", metavar="RUN", help="a run id, or a unique prefix of one")
+    p.add_argument("--reason", default=STOP_REASON, help=f"why (in its status message; default: {STOP_REASON!r})")
+    p.add_argument("--wait", action="store_true", help="wait until it has stopped, and print its status")
+    p.set_defaults(run=runs_stop)
     p = sub.add_parser("import", parents=[common], help="restore a run from an export (FILE, or - for stdin)")
     p.add_argument("file", metavar="FILE")
     p.add_argument(
@@ -308,6 +320,28 @@ def runs_show(args: argparse.Namespace) -> int:
     write_run(view, sys.stdout, shutil.get_terminal_size((100, 24)).columns)
     if _resumable(point, run.status):
         print(printable(f"\nagent-apps resume {run.id} continues it"))
+    return 0
+
+
+def runs_stop(args: argparse.Namespace) -> int:
+    """Ask a run to stop gracefully (docs/agent.md, "Stopping a run"): the process that
+    runs it stops it within a moment; a run nothing runs (waiting for approval, its
+    process gone) is stopped here."""
+    store = open_store()
+    run, now = store.runs.stop(args.run_id, args.reason)
+    if now:
+        print(printable(f"stopped run {run.id} (it was {run.status}); its status is stopped"))
+        return 0
+    where = f"process {run.pid}" + (f" on {run.host}" if run.host else "")
+    print(printable(f"asked run {run.id} ({where}) to stop: the call in flight finishes, no further turn starts"))
+    if not args.wait:
+        return 0
+    while True:
+        time.sleep(_WAIT_POLL)
+        run = store.runs.get(run.id)
+        if run.status != "running":  # ended, or its process is gone (interrupted)
+            break
+    print(printable(f"run {run.id} ended: {run.status}"))
     return 0
 
 

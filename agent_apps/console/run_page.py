@@ -372,6 +372,8 @@ def _agent_foot(node: AgentNode) -> Html:
     parts: list[Html] = []
     if report.get("compaction"):
         parts.append(tag('<p class="muted">Compaction: {}</p>', json.dumps(report["compaction"])))
+    if report.get("message"):  # why it stopped before its end (a stop's reason, a limit)
+        parts.append(tag('<p class="stop-message">{}</p>', report["message"]))
     error = report.get("error")
     if error:
         parts.append(

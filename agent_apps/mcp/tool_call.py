@@ -76,6 +76,14 @@ def event_message(event: dict[str, Any]) -> str:
         error = event.get("error") or {}
         message = error.get("message") if isinstance(error, dict) else error
         return f"{who} error: {_clip(message)}"
+    if kind == "model-call":
+        return f"{who}: asks the model (turn {event.get('turn')})"
+    if kind == "model-response":
+        return f"{who}: the model answered (turn {event.get('turn')}, {event.get('latency_ms')} ms)"
+    if kind == "approval-requested":
+        return f"{who}: waits for approval of {event.get('skill')}"
+    if kind == "approval-resolved":
+        return f"{who}: {event.get('skill')}: {event.get('decision')} ({event.get('by')})"
     if kind == "agent-complete":
         done = "complete" if event.get("status") in (None, "done") else str(event.get("message") or event.get("status"))
         return f"{who}: {done} after {event.get('turns')} turn(s), {event.get('steps')} code run(s)"

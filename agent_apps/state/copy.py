@@ -45,7 +45,8 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("messages", "session_id, seq, run_id, created_at, role, tokens, body, stale", "session_id, seq"),
     (
         "runs",
-        "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq",
+        "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq, "
+        "stop_requested, stop_reason",
         "id",
     ),
     (

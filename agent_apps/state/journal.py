@@ -27,8 +27,9 @@ from .runs import INTERRUPTED, RunInfo, find_run, touch_run
 
 __all__ = ["DECISIONS", "FINISHED", "Checkpoint", "Journal", "JournalEntry"]
 
-#: What a human may decide about a call waiting for approval.
-DECISIONS = ("approve", "deny", "skip")
+#: What a human may decide about a call waiting for approval (``result``: do not make it,
+#: it returns the result the human supplied).
+DECISIONS = ("approve", "deny", "skip", "result")
 #: Statuses of runs that ended for good: nothing to resume.
 FINISHED = ("done", "stopped", "guardrail", "max_turns", "max_steps", "budget")
 
@@ -150,8 +151,9 @@ class Journal:
 
     # -- the human's side ----------------------------------------------------------------
 
-    def decide(self, run_id: str, action: str, reason: str | None = None) -> Checkpoint:
-        """Record a decision on the call a run waits for; returns the checkpoint."""
+    def decide(self, run_id: str, action: str, reason: str | None = None, *, result: Any = None) -> Checkpoint:
+        """Record a decision on the call a run waits for (``result``: the value a
+        ``result`` decision supplies); returns the checkpoint."""
         if action not in DECISIONS:
             raise ValueError(f"a decision is one of {', '.join(DECISIONS)}, not {action!r}")
         with self.db.write() as conn:
@@ -160,6 +162,8 @@ class Journal:
             if run.status != "waiting-approval" or point is None or point.pending is None:
                 raise NotResumable("run", run.id, f"is not waiting for approval (status {run.status})")
             decision = {"action": action, "reason": reason, "at": time.time()}
+            if action == "result":
+                decision["result"] = result
             conn.execute(
                 "UPDATE checkpoints SET decision = ?, updated_at = ? WHERE run_id = ?",
                 (_dump(decision), time.time(), run.id),

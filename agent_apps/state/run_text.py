@@ -98,7 +98,7 @@ def write_run(view: RunView, out: TextIO, width: int) -> None:
         if decided:
             w.line(4, f"decided: {decided['action']}" + (f" ({decided['reason']})" if decided.get("reason") else ""))
         else:
-            w.line(4, f"decide with: agent-apps approve {run.id} [--deny REASON | --skip]", cut=False)
+            w.line(4, f"decide with: agent-apps approve {run.id} [--deny REASON | --skip | --result JSON]", cut=False)
     for root in view.roots:
         out.write("\n")
         _agent(w, root, 0)
@@ -125,6 +125,8 @@ def _agent(w: _Writer, node: AgentNode, indent: int) -> None:
         _agent(w, child, indent + 2)
     if report.get("compaction"):
         w.line(indent + 2, f"compaction: {_json(report['compaction'])}")
+    if report.get("message"):  # why it stopped before its end (a stop's reason, a limit)
+        w.line(indent + 2, str(report["message"]))
     error = report.get("error")
     if error:
         message = error.get("message") or ""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._db import Connection, Database
-from .errors import NotFound
+from .errors import NotFound, NotResumable
 
 if TYPE_CHECKING:
     from ..run_record import RunRecord
@@ -142,6 +142,8 @@ _AGENT_COLUMNS = (
 )
 #: The status of a run whose call waits for a human's decision.
 WAITING = "waiting-approval"
+#: Statuses of a run that nothing runs but that has not ended: a stop ends it at once.
+_PAUSED = (WAITING, INTERRUPTED)
 #: A LIMIT that takes every row (the same on every backend, unlike -1 or ALL).
 _ALL = 2**62
 
@@ -326,8 +328,72 @@ class Runs:
                     "SELECT 1 FROM agents WHERE run_id = ? AND parent_id IS NULL AND status = 'running'",
                     (record.run_id,),
                 ).fetchone()
-                if running is None:
-                    conn.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", (status, now, record.run_id))
+                if running is None:  # the run ended: a stop asked of it is void
+                    conn.execute(
+                        "UPDATE runs SET status = ?, ended_at = ?, stop_requested = NULL WHERE id = ?",
+                        (status, now, record.run_id),
+                    )
+
+    # -- stopping (agent/stopping.py) -------------------------------------------------------
+
+    def stop(self, run_id: str, reason: str) -> tuple[RunInfo, bool]:
+        """Ask the run of that id (or unique prefix) to stop gracefully; returns the run
+        and whether it stopped here and now. A run that some process runs gets a stop
+        request, which that process polls for (:meth:`stop_requests`); a run nothing
+        runs (waiting for approval, or its process is gone) ends ``stopped`` now, its
+        pending call undecided for good, its partial result the model's last text.
+        An ended run is refused (:class:`NotResumable`)."""
+        with self.db.write() as conn:
+            run = find_run(conn, run_id, lock=self.db.dialect.for_update)
+            now = time.time()
+            if run.status == "running":  # a live process runs it (one that is gone reads interrupted)
+                touch_run(conn, run.id)  # watchers see the request
+                conn.execute(
+                    "UPDATE runs SET stop_requested = ?, stop_reason = ? WHERE id = ?", (now, reason, run.id)
+                )
+                return run, False
+            if run.status not in _PAUSED:
+                raise NotResumable("run", run.id, f"cannot be stopped: it already ended (status {run.status})")
+            seq = touch_run(conn, run.id)
+            conn.execute(
+                "UPDATE runs SET status = 'stopped', ended_at = ?, stop_requested = NULL, stop_reason = ? WHERE id = ?",
+                (now, reason, run.id),
+            )
+            self._stop_agents(conn, run.id, reason, now, seq)
+            conn.execute("UPDATE checkpoints SET pending = NULL, decision = NULL, updated_at = ? WHERE run_id = ?",
+                         (now, run.id))  # fmt: skip
+        return run, True
+
+    @staticmethod
+    def _stop_agents(conn: Connection, run_id: str, reason: str, now: float, seq: int) -> None:
+        """The agents a stopped run left waiting (or running, in a process that is gone)
+        end ``stopped`` with change number ``seq``; each one's report gets the status,
+        the reason and, for its result, the model's last text in the run's journal."""
+        rows = conn.execute(
+            "SELECT id, parent_id, report FROM agents WHERE run_id = ? AND status IN (?, ?, ?)",
+            (run_id, "running", WAITING, INTERRUPTED),
+        ).fetchall()
+        for ident, parent, text in rows:
+            report = json.loads(text) if text else {}
+            report.update(status="stopped", message=f"Stopped: {reason}", ended_at=now)
+            if parent is None and report.get("retention", "permanent") == "permanent":
+                report["result"] = _last_text(conn, run_id)
+            conn.execute(
+                "UPDATE agents SET status = 'stopped', ended_at = ?, report = ?, live = NULL, seq = ? "
+                "WHERE run_id = ? AND id = ?",
+                (now, _dump(report), seq, run_id, ident),
+            )
+
+    def stop_requests(self, run_ids: builtins.list[str]) -> dict[str, str]:
+        """The stop requests pending for these runs: the reason, by run id."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" * len(run_ids))
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT id, stop_reason FROM runs WHERE stop_requested IS NOT NULL AND id IN ({marks})", run_ids
+            ).fetchall()
+        return {ident: reason or "stopped" for ident, reason in rows}
 
     def save_trace(self, run_id: str, agent_id: str, trace: list[dict[str, Any]]) -> None:
         """Store an agent run's trace with it (the bundled ``session`` middleware)."""
@@ -468,3 +534,17 @@ def _add_totals(conn: Connection, record: RunRecord, report: dict[str, Any]) -> 
         "cost_usd = cost_usd + ? WHERE id = ?",
         (*(now - then for now, then in zip(totals, before, strict=True)), record.run_id),
     )
+
+
+def _last_text(conn: Connection, run_id: str) -> str:
+    """The last non-empty text the model of a run's outermost agents said, in its
+    journal (agents below them have paths with a ``/``)."""
+    rows = conn.execute(
+        "SELECT body FROM journal WHERE run_id = ? AND kind = 'model' AND agent NOT LIKE '%/%' ORDER BY rowid DESC",
+        (run_id,),
+    ).fetchall()
+    for (body,) in rows:
+        text = ((json.loads(body).get("response") or {}).get("text") or "").strip()
+        if text:
+            return str(text)
+    return ""

@@ -453,6 +453,19 @@ CREATE TABLE run_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NU
 INSERT INTO run_changes (id, n) VALUES (1, 0);
 """
 
+_V9 = """
+-- A graceful stop asked of a run from another process (agent-apps runs stop, cm.stop):
+-- when (NULL: none is pending) and why. The process that runs the run polls for it and
+-- stops the run; it clears `stop_requested` when the run ends. `stop_reason` stays.
+ALTER TABLE runs ADD COLUMN stop_requested REAL;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+"""
+
+_PG_V9 = """
+ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
+"""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -472,4 +485,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V6, _PG_V6),
     Migration(_V7, _PG_V7),
     Migration(_V8, _PG_V8),
+    Migration(_V9, _PG_V9),
 )

@@ -4,9 +4,11 @@ An *approver* is any callable ``approve(request: ApprovalRequest) -> bool | str`
 plain or async. ``True`` approves; ``False`` (or ``None``) denies; a string denies
 *with the human's reason*, which the agent sees in the error (``"use staging"``). An
 approver that raises denies too. When the request says ``can_skip`` (a host call from
-agent code), an approver may also answer :data:`SKIP`: the call is not made and the
-code gets ``None``. The MCP server can plug in an elicitation approver with
-:func:`session` around each request, with no change here.
+agent code), an approver may also answer :data:`SKIP` (the call is not made and the
+code gets ``None``) or :class:`Result` (the call is not made and the code gets the
+value the human supplied, checked against the skill's ``returns``). The MCP server can
+plug in an elicitation approver with :func:`session` around each request, with no
+change here.
 
 Who is asked, first found:
 
@@ -40,6 +42,7 @@ __all__ = [
     "SKIP",
     "ApprovalRequest",
     "Approver",
+    "Result",
     "TerminalApprover",
     "answer",
     "ask",
@@ -93,6 +96,15 @@ class _Skip:
 #: An approver's answer "do not make this call, go on without it" (see ``can_skip``).
 SKIP: Any = _Skip()
 
+
+@dataclass(frozen=True)
+class Result:
+    """An approver's answer "do not make this call: it returns ``value``" (see
+    ``can_skip``): the human supplies the call's result (any JSON value, None included),
+    which is checked against the skill's ``returns`` schema like a result it made."""
+
+    value: Any
+
 Approver = Callable[[ApprovalRequest], "Awaitable[bool | str | None] | bool | str | None"]
 
 _session_approver: ContextVar[Approver | None] = ContextVar("agent_apps_approver", default=None)
@@ -134,9 +146,10 @@ def find_approver(manager: ContextManager) -> Approver | None:
     return None
 
 
-async def answer(approver: Approver, request: ApprovalRequest) -> tuple[str, str | None]:
-    """``(action, reason)``, action ``approve``, ``deny`` or (when the request allows
-    it) ``skip``; a failing approver is a denial, never a crash."""
+async def answer(approver: Approver, request: ApprovalRequest) -> tuple[str, Any]:
+    """``(action, detail)``: action ``approve``, ``deny`` (detail: the reason, or None)
+    or, when the request allows it, ``skip`` or ``result`` (detail: the supplied
+    result); a failing approver is a denial, never a crash."""
     try:
         reply = approver(request)
         if inspect.isawaitable(reply):
@@ -147,6 +160,10 @@ async def answer(approver: Approver, request: ApprovalRequest) -> tuple[str, str
         return "approve", None
     if reply is SKIP and request.can_skip:
         return "skip", None
+    if isinstance(reply, Result):
+        if request.can_skip:
+            return "result", reply.value
+        return "deny", "the approver supplied a result, which only a call from agent code can take"
     if isinstance(reply, str) and reply.strip():
         return "deny", reply.strip()
     return "deny", None
@@ -154,16 +171,18 @@ async def answer(approver: Approver, request: ApprovalRequest) -> tuple[str, str
 
 async def ask(approver: Approver, request: ApprovalRequest) -> tuple[bool, str | None]:
     """``(approved, reason)``; a failing approver is a denial, never a crash."""
-    action, reason = await answer(approver, request)
-    return action == "approve", reason
+    action, detail = await answer(approver, request)
+    return action == "approve", detail if action == "deny" else None
 
 
 class TerminalApprover:
     """Asks on the terminal: the request on stderr, ``y``/``yes`` on stdin approves,
-    ``s``/``skip`` skips (when the request allows it).
+    ``s``/``skip`` skips and ``=`` followed by JSON supplies the result (when the
+    request allows them).
 
     Prompts are serialized (one question at a time even when an agent runs tools
-    concurrently); the blocking read runs in a worker thread.
+    concurrently); the blocking read runs in a daemon thread, so a question nobody
+    answers (the run was stopped meanwhile) never holds the process at its exit.
     """
 
     _lock = threading.Lock()
@@ -172,28 +191,55 @@ class TerminalApprover:
         self.stdin = stdin or sys.stdin
         self.stderr = stderr or sys.stderr
 
-    async def __call__(self, request: ApprovalRequest) -> bool | str:
-        return await asyncio.to_thread(self._prompt, request)
+    async def __call__(self, request: ApprovalRequest) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def prompt() -> None:
+            try:
+                reply = self._prompt(request)
+            except BaseException as exc:  # handed to the waiting task, which denies
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, reply, None)
+
+        threading.Thread(target=prompt, name="agent-apps-approval", daemon=True).start()
+        return await future
 
     def _prompt(self, request: ApprovalRequest) -> bool | str:
         with TerminalApprover._lock:
             return self._prompt_locked(request)
 
     def _prompt_locked(self, request: ApprovalRequest) -> Any:
-        skip = " / [s]kip" if request.can_skip else ""
+        skip = " / [s]kip / =JSON (its result)" if request.can_skip else ""
         self.stderr.write(
             f"\nagent-apps: allow {printable(request.summary())}?\n  [y]es / [N]o{skip} / or type a reason to refuse: "
         )
         self.stderr.flush()
-        line = self.stdin.readline()
-        reply = line.strip()
-        if reply.lower() in ("y", "yes"):
-            return True
-        if reply.lower() in ("", "n", "no"):
-            return False
-        if request.can_skip and reply.lower() in ("s", "skip"):
-            return SKIP
-        return reply
+        while True:
+            reply = self.stdin.readline().strip()
+            if reply.lower() in ("y", "yes"):
+                return True
+            if reply.lower() in ("", "n", "no"):
+                return False
+            if request.can_skip and reply.lower() in ("s", "skip"):
+                return SKIP
+            if not (request.can_skip and reply.startswith("=")):
+                return reply
+            try:
+                return Result(json.loads(reply[1:]))
+            except ValueError as exc:
+                self.stderr.write(f"  not JSON ({exc}); again: ")
+                self.stderr.flush()
+
+
+def _settle(future: asyncio.Future[Any], reply: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(reply)
 
 
 def _is_tty(stream: Any) -> bool:

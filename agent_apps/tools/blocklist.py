@@ -14,7 +14,9 @@ Rules (each checked on every simple command of the line, after splitting on ``;`
 * ``sudo``, ``su``, ``doas``, ``pkexec``;
 * ``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``init 0``/``init 6``,
   ``systemctl poweroff|reboot|halt``;
-* ``mkfs`` and ``mkfs.*``, ``fdisk``, ``parted``, ``wipefs``, ``dd``;
+* ``fdisk``, ``parted``, ``wipefs``; ``mkfs``, ``mkfs.*`` and ``dd`` onto a device
+  (``/dev/...``: elsewhere, on an image file, they are destructive, so ``admin``
+  calls the policy asks about: destructive.py);
 * ``rm`` that is recursive and names ``/``, ``/*``, ``~``, ``$HOME`` or a top-level
   system directory (``/etc``, ``/usr``, ...), or uses ``--no-preserve-root``;
 * ``chmod`` with mode ``777`` (or ``a+rwx``), ``chmod``/``chown`` recursive on ``/``;
@@ -43,7 +45,6 @@ _ALWAYS = {
     "fdisk": "edits partition tables",
     "parted": "edits partition tables",
     "wipefs": "wipes filesystem signatures",
-    "dd": "raw disk copy",
 }
 _SYSTEM_DIRS = {
     "/",
@@ -117,8 +118,10 @@ def _words(segment: str) -> list[str]:
 def _check(program: str, args: list[str]) -> str | None:
     if program in _ALWAYS:
         return f"'{program}' is blocked ({_ALWAYS[program]})"
-    if program == "mkfs" or program.startswith("mkfs."):
-        return f"'{program}' is blocked (formats a filesystem)"
+    if (program == "mkfs" or program.startswith("mkfs.")) and any(t.startswith("/dev/") for t in args):
+        return f"'{program}' onto a device is blocked (formats a filesystem)"
+    if program == "dd" and any(a.startswith("of=/dev/") and a not in ("of=/dev/null", "of=/dev/stdout") for a in args):
+        return "'dd' onto a device is blocked (raw disk write)"
     if program == "init" and args[:1] in (["0"], ["6"]):
         return "'init 0/6' is blocked (powers off or reboots)"
     if program == "systemctl" and any(a in ("poweroff", "reboot", "halt", "kexec") for a in args):

@@ -23,35 +23,62 @@ if TYPE_CHECKING:
 
 __all__ = ["check_command", "simple_commands"]
 
-_SEPARATORS = frozenset(";&|\n()")
+#: Characters that end a simple command outside quotes (``&`` and ``|`` inside a
+#: redirection such as ``2>&1``, ``&>`` or ``>|`` do not).
+_SEPARATORS = frozenset(";&|\n()`")
+#: Where a command substitution begins: ``$(`` and backticks run inside double quotes
+#: too; ``<(`` and ``>(`` do not.
 _SUBSTITUTION = ("$(", "`", "<(", ">(")
 
 
-def simple_commands(line: str) -> list[str] | None:
-    """The simple commands of a shell ``line``, or None if it substitutes commands."""
+def simple_commands(line: str, *, substitutions: bool = False) -> list[str] | None:
+    """The simple commands of a shell ``line``, cut outside quotes, comments left out;
+    None if it substitutes commands, unless ``substitutions``: then the commands a
+    substitution runs come out as commands of their own."""
     parts: list[str] = []
     current: list[str] = []
     quote = ""
-    i = 0
-    while i < len(line):
+    word_start = True
+    i, size = 0, len(line)
+    while i < size:
         char = line[i]
-        if quote != "'" and line.startswith(_SUBSTITUTION if not quote else _SUBSTITUTION[:2], i):
-            return None  # $(...) and backticks run inside double quotes too; <(...) does not
-        if char == "\\" and quote != "'":
+        if quote == "'":
+            current.append(char)
+            quote = "" if char == "'" else quote
+            i += 1
+            continue
+        if char == "\\":
             current.append(line[i : i + 2])
             i += 2
+            word_start = False
             continue
-        if quote:
-            if char == quote:
-                quote = ""
-        elif char in "'\"":
+        if line.startswith(_SUBSTITUTION if not quote else _SUBSTITUTION[:2], i):  # a command runs here
+            if not substitutions:
+                return None
+            parts.append("".join(current))
+            current, quote, word_start = [], "", True
+            i += 1 if char == "`" else 2
+            continue
+        if quote == '"':
+            current.append(char)
+            quote = "" if char == '"' else quote
+            i += 1
+            continue
+        if char in "'\"":
             quote = char
+        elif char == "#" and word_start:  # a comment, to the end of the line
+            end = line.find("\n", i)
+            i = size if end < 0 else end
+            continue
+        elif char == "&" and (line[i - 1 : i] == ">" or line[i + 1 : i + 2] == ">") or line[i - 1 : i + 1] == ">|":
+            pass  # part of a redirection: 2>&1, &>, >|
         elif char in _SEPARATORS:
             parts.append("".join(current))
-            current = []
+            current, word_start = [], True
             i += 1
             continue
         current.append(char)
+        word_start = char in " \t"
         i += 1
     parts.append("".join(current))
     return [part.strip() for part in parts if part.strip()]

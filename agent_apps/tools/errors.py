@@ -1,5 +1,6 @@
 """The errors the security layers raise: :class:`PermissionDenied` and, when a human
-chose to skip a host call from agent code, :class:`CallSkipped`.
+chose to skip a host call from agent code or to answer it, :class:`CallSkipped` and
+:class:`CallAnswered`.
 
 It is a call error (exit status 2 on the command line, like ``ToolNotAllowed``): the
 call was refused before it could do anything, so the agent can change course (pick
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..errors import AgentAppsError
 
-__all__ = ["CallSkipped", "PermissionDenied"]
+__all__ = ["CallAnswered", "CallSkipped", "PermissionDenied"]
 
 
 class PermissionDenied(AgentAppsError):
@@ -48,3 +49,14 @@ class CallSkipped(AgentAppsError):
     def __init__(self, skill: str, rule: str | None = None) -> None:
         self.rule = rule
         super().__init__(f"{skill}: skipped by the approver", skill=skill)
+
+
+class CallAnswered(AgentAppsError):
+    """The approver supplied the call's result: it was not made. The permission
+    middleware returns :attr:`result` as the call's result (checked against the
+    skill's ``returns`` like any result)."""
+
+    def __init__(self, skill: str, result: Any, rule: str | None = None) -> None:
+        self.result = result
+        self.rule = rule
+        super().__init__(f"{skill}: answered by the approver", skill=skill)

@@ -9,25 +9,35 @@ so nothing shows in the skill's ``ctx``), so it is checked once.
 A denial is a :class:`~agent_apps.tools.errors.PermissionDenied` raised before the
 skill runs: the agent gets it as the tool's error and can choose something else.
 
+A skill with ``metadata.shell_arg`` (``shell``) is checked as an ``admin`` call when
+that arg is a destructive shell line (destructive.py): the policy then asks, or refuses
+unattended, instead of allowing a ``write``.
+
 An invocation may carry an *approval gate* of its own (``internals["approval_gate"]``,
-an ``async gate(request) -> (action, reason) | None``): the agent sets one on each host
+an ``async gate(request) -> (action, detail) | None``): the agent sets one on each host
 call from agent code, which answers ``ask`` from a resumed run's recorded decision,
-asks with ``skip`` as a third answer, or checkpoints the run when nobody can be asked
-(docs/durability.md). ``None`` from the gate: nobody could be asked.
+asks with ``skip`` and ``result`` as more answers, or checkpoints the run when nobody
+can be asked (docs/durability.md). ``None`` from the gate: nobody could be asked. A
+``result`` answer (the human supplied the call's result) is returned by this
+middleware in place of the call, and marks the invocation ``internals["answered"]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..context import Finish
 from . import approval
-from .errors import CallSkipped, PermissionDenied
+from .errors import CallAnswered, CallSkipped, PermissionDenied
 from .policy import Decision, category_of, decide, resolve_mode
 from .settings import security_for
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
 
     from ..context import Context
     from ..middleware import CallNext
@@ -43,7 +53,11 @@ async def permission_middleware(ctx: Context, call_next: CallNext) -> Any:
     """Check ``ctx`` (the served invocation) against the policy, then continue."""
     if _checked.get() == ctx.id:
         return await call_next()
-    await check_permission(ctx)
+    try:
+        await check_permission(ctx)
+    except CallAnswered as answered:  # the human supplied the result: the call is not made
+        ctx.internals["answered"] = True
+        raise Finish(answered.result) from None  # the onion's short cut, for a None result too
     token = _checked.set(ctx.id)
     try:
         return await call_next()
@@ -59,6 +73,9 @@ async def check_permission(ctx: Context) -> None:
     security = security_for(ctx)
     mode = resolve_mode(security, approval.session_mode())
     decision = _skill_decision(skill, security, mode)
+    shell_arg = skill.metadata.get("shell_arg")
+    if shell_arg is not None and decision.category != "admin":
+        decision = _shell_decision(ctx, ctx.args.get(shell_arg), security, mode) or decision
     if decision.action != "allow":  # the caller's chain and a copy of the args only for a refusal or a question
         chain = tuple(ctx.parent.chain) if ctx.parent is not None else ()
         await _enforce(ctx, skill.name, decision, dict(ctx.args), chain, ctx.internals.get("approval_gate"))
@@ -83,6 +100,38 @@ def _skill_decision(skill: Skill, security: dict[str, Any], mode: str) -> Decisi
     return decision
 
 
+def _shell_decision(ctx: Context, line: Any, security: dict[str, Any], mode: str) -> Decision | None:
+    """The decision for a call whose shell line is destructive (destructive.py): that
+    of an ``admin`` call of the skill; None for any other line (the skill's own
+    category holds) and for a line the shell blocklist refuses anyway."""
+    from .blocklist import blocked
+    from .destructive import destructive
+
+    if not isinstance(line, str) or blocked(line) is not None:
+        return None
+    why = destructive(line, _exists_from(ctx))
+    if why is None:
+        return None
+    decision = decide(ctx.skill.name, "admin", security, mode)
+    return replace(decision, rule=f"{decision.rule} (a destructive shell line: {why})")
+
+
+def _exists_from(ctx: Context) -> Callable[[str], bool]:
+    """Whether a path of a shell line names an existing file, from where the command
+    runs: the call's ``cwd`` arg, else the workspace (as the shell tool resolves them)."""
+    from . import path_policy
+
+    def exists(path: str) -> bool:
+        target = Path(path).expanduser()
+        if not target.is_absolute():
+            base = Path(path_policy(ctx).workspace)
+            where = ctx.args.get("cwd")
+            target = (base / where if isinstance(where, str) else base) / target
+        return target.is_file()
+
+    return exists
+
+
 async def permit(
     ctx: Context,
     name: str,
@@ -91,7 +140,7 @@ async def permit(
     *,
     chain: tuple[str, ...] = (),
     security: dict[str, Any] | None = None,
-    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None = None,
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, Any] | None]] | None = None,
 ) -> None:
     """Raise :class:`PermissionDenied` unless the policy (or a human) allows calling
     ``name`` (of ``category``) with ``args``, seen from ``ctx``. Also for actions that
@@ -110,7 +159,7 @@ async def _enforce(
     decision: Decision,
     args: dict[str, Any],
     chain: tuple[str, ...],
-    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, str | None] | None]] | None,
+    gate: Callable[[approval.ApprovalRequest], Awaitable[tuple[str, Any] | None]] | None,
 ) -> None:
     """Act on a decision that is not ``allow``: refuse (``deny``), or ask the gate or
     the approver (``ask``) and raise unless they approve."""
@@ -135,11 +184,14 @@ async def _enforce(
             rule=decision.rule,
             resource=name,
         )
-    action, reason = verdict
-    outcome = {"approve": "approved", "skip": "skipped"}.get(action, "refused")
+    action, detail = verdict
+    outcome = {"approve": "approved", "skip": "skipped", "result": "answered"}.get(action, "refused")
+    reason = detail if action == "deny" else None
     ctx.manager.emit("security", {**event, "decision": outcome, "reason": reason})
     if action == "skip":
         raise CallSkipped(name, rule=decision.rule)
+    if action == "result":
+        raise CallAnswered(name, detail, rule=decision.rule)
     if action != "approve":
         raise PermissionDenied(
             name,

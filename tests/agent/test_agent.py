@@ -328,6 +328,8 @@ async def test_trace_events_usage_and_scope(context_manager, write_skill, tools)
         "agent-message",
         "agent-error",
         "agent-complete",
+        "model-call",
+        "model-response",
     }
     assert all(e["agent"] == "outer" and "timestamp" in e for e in events)
 

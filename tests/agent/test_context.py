@@ -347,3 +347,81 @@ def test_context_config_keys_are_type_checked(tmp_path):
     (tmp_path / "agent-apps.yaml").write_text("model:\n  context:\n    memory_chunks: many\n")
     with pytest.raises(ConfigError, match=r"agent-apps.yaml:3: model.context.memory_chunks must be an integer"):
         Cascade(cwd=tmp_path, home=tmp_path / "home").resolve(None)
+
+
+# -- 5. the caller's per-task context, and layers that merge with their parent's -----------------
+
+
+async def test_a_per_task_context_is_the_first_dynamic_layer(context_manager, echo):
+    got = await shown(context_manager, context="Today the user is in Lisbon.", memory={"city": "Lisbon"})
+    prompt, stable = got["prompt"], got["stable"]
+    assert "Today the user is in Lisbon." in prompt[stable:]  # after the stable prefix: caches still hold
+    assert prompt.index("Today the user is in Lisbon.") < prompt.index("Your memory dict starts")
+    plain = await shown(context_manager, memory={"city": "Lisbon"})
+    assert plain["prompt"][: plain["stable"]] == prompt[:stable]  # the same stable prefix without it
+
+
+ASKER = "---\ndescription: Asks.\nmetadata:\n  model:\n    agent: echo-provider\n---\nAsk.\n"
+
+
+async def test_a_prompt_skill_takes_the_context_of_its_call(context_manager, echo, write_skill):
+    write_skill("asker.skill.md", ASKER)
+    got = await context_manager.invoke("asker", {}, context={"text": "Be brief.", "metadata": {"source": "crm"}})
+    assert "Be brief." in got["prompt"]
+
+
+def test_the_command_line_gives_a_context_as_text_or_a_file(context_manager, echo, write_skill, tmp_path, capsys):
+    from agent_apps.cli import main
+
+    write_skill("asker.skill.md", ASKER)
+
+    (tmp_path / "ctx.txt").write_text("From a file.")
+    code = main(["invoke", "asker", "--path", str(context_manager.roots()[0].path), "--context", f"@{tmp_path}/ctx.txt",
+                 "--json"])  # fmt: skip
+    assert code == 0 and "From a file." in capsys.readouterr().out
+    where = str(context_manager.roots()[0].path)
+    assert main(["invoke", "asker", "--path", where, "--context", "@/no/such/file"]) == 2
+    assert "error: --context @/no/such/file: No such file or directory" in capsys.readouterr().err
+
+
+async def test_the_context_layer_keeps_its_metadata_in_the_run_state(context_manager, write_skill):
+    write_skill("runner", """
+        frontmatter = {"description": "Runs an agent."}
+        async def main(ctx, args):
+            await ctx.manager.invoke("agent", {"user_message": "Go.", "context": {"text": "Task notes.",
+                "metadata": {"ticket": 7}}, "config": {"agent": "agent-scripted", "script": [{"text": "ok"}]}})
+            return ctx.locals["agent"]["context"]["layers"]
+    """)
+    layers = {layer["name"]: layer for layer in await context_manager.invoke("runner", {})}
+    assert layers["context"] == {"name": "context", "owner": "caller", "priority": 100, "stable": False,
+                                 "chars": len("Task notes."), "metadata": {"ticket": 7}}  # fmt: skip
+
+
+async def test_a_sub_agent_context_that_merges_with_its_parent_adds_to_it(context_manager, echo, events):
+    inner = {"agent": "echo-provider"}
+    code = (
+        "a = await ctx.manager.invoke('agent', {'user_message': 'x', 'config': " + repr(inner) + ", "
+        "'context': {'text': 'Inner notes.', 'merge_parent': True}})\n"
+        "b = await ctx.manager.invoke('agent', {'user_message': 'x', 'config': " + repr(inner) + ", "
+        "'context': 'Own notes only.'})\n"
+        "ctx.manager.finish([a['prompt'], b['prompt']])"
+    )
+    call = {"user_message": "Go.", "context": "Outer notes.", "allowed_tools": "agent",
+            "config": {"agent": "agent-scripted", "script": [{"code": code}]}}  # fmt: skip
+    merged, own = await context_manager.invoke("agent", call)
+    assert "Outer notes.\n\nInner notes." in merged
+    assert "Own notes only." in own and "Outer notes." not in own  # a layer of its name replaces the parent's
+
+
+@pytest.mark.parametrize(
+    ("context", "where"),
+    [({"text": 3}, "context"), ({"text": "x", "merge": True}, "context.merge"),
+     ({"text": "x", "merge_parent": "yes"}, "context.merge_parent"), (["x"], "context")],
+)  # fmt: skip
+async def test_a_bad_context_is_refused_naming_the_arg(context_manager, echo, context, where):
+    from agent_apps import ArgsInvalid
+
+    with pytest.raises(ArgsInvalid) as info:
+        await context_manager.invoke("agent", {"user_message": "x", "config": {"agent": "echo-provider"}},
+                                     context=context)  # fmt: skip
+    assert info.value.path == where

@@ -219,9 +219,9 @@ async def test_the_journal_store_refuses_what_it_cannot_record(cm):
     with pytest.raises(ApprovalPending) as info:
         await cm.invoke("agent", scripted([{"code": WRITE}, {"text": "Done."}]), config=ASK_WRITE)
     run_id = info.value.run_id
-    with pytest.raises(ValueError, match="a decision is one of approve, deny, skip, not 'maybe'"):
+    with pytest.raises(ValueError, match="a decision is one of approve, deny, skip, result, not 'maybe'"):
         cm.state.journal.decide(run_id, "maybe")
-    with pytest.raises(ValueError, match="either denied or skipped, not both"):
+    with pytest.raises(ValueError, match="a call is either denied, skipped or given a result: one of them"):
         cm.approve(run_id, deny="no", skip=True)
     entries = cm.state.journal.entries(run_id, agent="a1")
     assert entries and {e.agent for e in entries} == {"a1"} and cm.state.journal.entries(run_id, agent="a9") == []

@@ -266,3 +266,84 @@ async def test_agents_started_by_agent_code_keep_their_callers_model_middleware(
     assert len(sent) == 3  # the parent's two calls and the child's one
     child_call = next(s for s in sent if "[REDACTED" in s)
     assert "AKIAIOSFODNN7EXAMPLE" not in child_call and "alice.smith@example.com" not in child_call
+
+
+# -- MiddlewareTermination: halt a chain with a reason ------------------------------------
+
+QUOTA_MW = """
+from agent_apps.errors import MiddlewareTermination
+frontmatter = {"metadata": {"role": "middleware"}}
+async def main(ctx, args):
+    if ctx.target.args.get("text") == "too much":
+        raise MiddlewareTermination("over the quota")
+    return await ctx.manager.next()
+"""
+# halts the second model call of a run, before the model is asked; or after it answered
+HALT_MODEL_MW = """
+from agent_apps.errors import MiddlewareTermination
+frontmatter = {"metadata": {"role": "middleware", "level": "model"}}
+async def main(ctx, args):
+    if ctx.target.args["turn"] == 2:
+        raise MiddlewareTermination("budget watch: enough for today")
+    response = await ctx.manager.next()
+    if "halt after" in response["text"]:
+        raise MiddlewareTermination("the answer said so")
+    return response
+"""
+
+
+async def test_a_tool_level_middleware_halts_the_call_with_a_reason_naming_itself(context_manager, write_skill):
+    from agent_apps import MiddlewareTermination
+
+    write_skill("quota-mw", QUOTA_MW)
+    write_skill("words", WORDS)
+    assert await context_manager.invoke("words", {"text": "a b"}, middleware=["quota-mw"]) == 2
+    with pytest.raises(MiddlewareTermination) as info:
+        await context_manager.invoke("words", {"text": "too much"}, middleware=["quota-mw"])
+    error = info.value
+    assert (error.middleware, error.reason, str(error)) == ("quota-mw", "over the quota",
+                                                             "quota-mw halted the call: over the quota")  # fmt: skip
+    assert error.call_error and error.to_json()["middleware"] == "quota-mw"
+
+    async def gate(ctx, call_next):  # a plain callable, outside the skill: named after the function
+        raise MiddlewareTermination("closed")
+
+    with pytest.raises(MiddlewareTermination, match="^gate halted the call: closed$"):
+        await context_manager.invoke("words", {"text": "x"}, middleware=[gate, "quota-mw"])
+
+
+def test_a_halted_call_exits_2_on_the_command_line(context_manager, write_skill, capsys):
+    from agent_apps.cli import main
+
+    write_skill("quota-mw", QUOTA_MW)
+    path = write_skill("words", WORDS.replace('"params"', '"middleware": ["quota-mw"], "params"'))
+    assert main(["invoke", "words", "--path", str(path.parent), "text=too much"]) == 2
+    assert capsys.readouterr().err.strip() == "error: quota-mw halted the call: over the quota"
+
+
+async def test_agent_code_sees_the_halt_as_the_error_of_its_call(context_manager, write_skill):
+    write_skill("quota-mw", QUOTA_MW)
+    write_skill("words", WORDS)
+    code = ("try:\n    await ctx.manager.invoke('words', {'text': 'too much'}, middleware=['quota-mw'])\n"
+            "except Exception as e:\n    ctx.manager.finish(f'{type(e).__name__}: {e}')")  # fmt: skip
+    result = await context_manager.invoke("agent", {"prompt": "P", "config": scripted([{"code": code}])})
+    assert result == "MiddlewareTermination: quota-mw halted the call: over the quota"
+
+
+async def test_a_model_level_halt_stops_the_run_gracefully_with_its_reason(context_manager, write_skill):
+    write_skill("halt-model-mw", HALT_MODEL_MW)
+    events: list[dict] = []
+    context_manager.events.subscribe("t", lambda topic, event: events.append(event))
+    turns = [{"text": "First.", "code": "print(1)"}, {"text": "Second, never asked."}]
+    call = {"prompt": "P", "events": "t", "config": scripted(turns)}
+    assert await context_manager.invoke("agent", call, middleware=["halt-model-mw"]) == "First."
+    done = events[-1]
+    assert (done["status"], done["message"]) == ("stopped", "Stopped: halt-model-mw: budget watch: enough for today")
+    assert [e["turn"] for e in events if e["type"] == "model-response"] == [1]  # turn 2's model was not asked
+    events.clear()
+    turns = [{"text": "Now halt after this.", "code": "print('never run')"}, {"text": "x"}]
+    assert await context_manager.invoke("agent", {**call, "config": scripted(turns)},
+                                        middleware=["halt-model-mw"]) == "Now halt after this."  # fmt: skip
+    assert events[-1]["message"] == "Stopped: halt-model-mw: the answer said so"
+    denied = [e["result"] for e in events if e["type"] in ("tool-result", "tool-error")]
+    assert denied == ["Tool call denied: the run was stopped (halt-model-mw: the answer said so): no more code runs"]

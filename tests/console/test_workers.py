@@ -92,3 +92,17 @@ def test_skip_resumes_the_run_with_the_call_not_made(manager, console, tmp_path)
     assert decide(console, run_id, "deny", "too late")[0] == 409  # nothing waits any more
     status, _, body = decide(console, "f" * 32, "approve")
     assert status == 404 and "no run" in body
+
+
+def test_a_run_stopped_while_it_waits_shows_stopped_with_the_reason(manager, console, tmp_path):
+    """``runs stop`` on a run waiting for approval: the console shows it stopped, with
+    why, and nothing waits for a decision any more."""
+    turns = [{"code": WRITE % str(tmp_path / "never.txt")}, {"text": "moving on"}]
+    with pytest.raises(ApprovalPending) as waiting:
+        manager.invoke_sync("agent", {"prompt": "P", "name": "halted", "config": scripted(turns)}, config=ASK_WRITE)
+    run_id = waiting.value.run_id
+    manager.state.runs.stop(run_id, "not needed after all")
+    status, _, body = request(console, "GET", f"/runs/{run_id}")
+    assert status == 200 and "Stopped: not needed after all" in body and "s-stopped" in body
+    assert decide(console, run_id, "approve")[0] == 409
+    assert not (tmp_path / "never.txt").exists()

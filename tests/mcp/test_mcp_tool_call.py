@@ -86,6 +86,13 @@ def test_event_messages_are_readable():
     assert event_message({"type": "tool-error", "agent": "a", "result": "boom"}) == "a: code error: boom"
     error = {"type": "agent-error", "agent": "a", "error": {"type": "X", "message": "bad"}}
     assert event_message(error) == "a error: bad"
+    assert event_message({"type": "model-call", "agent": "a", "turn": 1}) == "a: asks the model (turn 1)"
+    answered = {"type": "model-response", "agent": "a", "turn": 1, "latency_ms": 12.5, "response": {"text": "x"}}
+    assert event_message(answered) == "a: the model answered (turn 1, 12.5 ms)"
+    asked = {"type": "approval-requested", "agent": "a", "skill": "shell", "args": {"command": "rm x"}}
+    assert event_message(asked) == "a: waits for approval of shell"
+    resolved = {"type": "approval-resolved", "agent": "a", "skill": "shell", "decision": "deny", "by": "approver"}
+    assert event_message(resolved) == "a: shell: deny (approver)"
 
 
 APPROVE = """

@@ -15,7 +15,7 @@ import pytest
 from tools_helpers import INTERACTIVE, security
 
 from agent_apps import Cancelled, LimitExceeded, Signal
-from agent_apps.tools import PermissionDenied
+from agent_apps.tools import PermissionDenied, approval
 from agent_apps.tools.subprocess import build_env, run
 
 pytestmark = pytest.mark.anyio
@@ -223,7 +223,8 @@ async def test_dangerous_commands_are_refused(cm, command):  # S6.5
     "command", ["rm -rf build/", "echo sudo", "grep reboot log.txt || true", "chmod 644 f || true"]
 )
 async def test_ordinary_commands_are_not_refused(cm, command):
-    result = await cm.invoke("shell", {"command": command}, config=INTERACTIVE)
+    with approval.session(lambda request: True):  # rm of a local folder is an admin call: asked, approved
+        result = await cm.invoke("shell", {"command": command}, config=INTERACTIVE)
     assert "exit_code" in result
 
 
