@@ -4,9 +4,13 @@ each provider makes at once (docs/supervision.md).
 Config (``admission`` in any config file of the manager, not per skill)::
 
     admission:
-      sandboxes: 32              # agent runs holding a live sandbox at once
+      sandboxes: 8               # agent runs holding a live sandbox at once (default: derived)
       model_calls: 16            # concurrent model calls per provider, or per name:
       # model_calls: {default: 16, agent-strands: 4}
+
+The default of ``sandboxes`` is derived from the machine (:func:`machine_sandboxes`):
+:data:`SANDBOXES_PER_CPU` per CPU this process may use, at most one per
+:data:`MB_PER_SANDBOX` of the memory still available (a container's limits included).
 
 Runs that wait are served by priority (``model.priority``: ``background`` .. ``critical``),
 then in the order they arrived. A wait ends early when the run is cancelled.
@@ -32,6 +36,7 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import machine
 from .budget import PRIORITIES
 from .errors import ConfigError
 
@@ -39,11 +44,49 @@ if TYPE_CHECKING:
     from .config import Cascade
     from .context import Signal
 
-__all__ = ["DEFAULT_MODEL_CALLS", "DEFAULT_SANDBOXES", "Admission", "Gate", "inside_admitted_run", "mark_admitted"]
+__all__ = [
+    "DEFAULT_MODEL_CALLS",
+    "MB_PER_SANDBOX",
+    "SANDBOXES_PER_CPU",
+    "Admission",
+    "Gate",
+    "default_sandboxes",
+    "inside_admitted_run",
+    "machine_sandboxes",
+    "mark_admitted",
+]
 
-DEFAULT_SANDBOXES = 32
 DEFAULT_MODEL_CALLS = 16
 _RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
+#: Live sandboxes per CPU by default. A run's sandbox and host side share one event
+#: loop thread; runs waiting for a model hold theirs idle, so a CPU keeps several busy.
+#: Past that, more live sandboxes add memory, not throughput: 500 scripted runs on 2
+#: CPUs went as fast with 8 as with 32, in 46% of the memory (docs/supervision.md).
+SANDBOXES_PER_CPU = 4
+#: The memory a live sandbox slot claims when the default is derived: a run in flight
+#: added ~10 MB (instance, its run's host side), and admission takes at most about a
+#: quarter of what is available, leaving the rest to the skills, the store and others.
+MB_PER_SANDBOX = 64
+#: The default's floor: a nested agent takes a slot beyond the bound anyway, but a tree
+#: of two should not queue behind one run on a small machine.
+_MIN_SANDBOXES = 2
+
+
+def default_sandboxes(cpus: int, available: int | None) -> int:
+    """The default of ``admission.sandboxes`` for a machine with ``cpus`` usable CPUs and
+    ``available`` bytes of memory left (None: unknown, no memory bound):
+    :data:`SANDBOXES_PER_CPU` per CPU, at most one per :data:`MB_PER_SANDBOX` of
+    available memory, never fewer than two."""
+    by_cpu = SANDBOXES_PER_CPU * max(cpus, 1)
+    by_memory = by_cpu if available is None else available // (MB_PER_SANDBOX * 2**20)
+    return max(_MIN_SANDBOXES, min(by_cpu, by_memory))
+
+
+def machine_sandboxes() -> int:
+    """:func:`default_sandboxes` for this machine (CPU affinity and quota, MemAvailable
+    and a cgroup limit: :mod:`agent_apps.machine`)."""
+    return default_sandboxes(machine.usable_cpus(), machine.available_memory())
+
 
 #: Set in every task that runs below an agent run holding a sandbox slot.
 _admitted: contextvars.ContextVar[bool] = contextvars.ContextVar("agent_apps_admitted", default=False)
@@ -111,8 +154,9 @@ class Gate:
 class Admission:
     """The gates of one ContextManager: live sandboxes, and model calls per provider."""
 
-    def __init__(self, sandboxes: int = DEFAULT_SANDBOXES, model_calls: Mapping[str, int] | int = DEFAULT_MODEL_CALLS):
-        self.sandboxes = Gate(sandboxes, "sandboxes")
+    def __init__(self, sandboxes: int | None = None, model_calls: Mapping[str, int] | int = DEFAULT_MODEL_CALLS):
+        """``sandboxes``: None derives the bound from this machine (:func:`machine_sandboxes`)."""
+        self.sandboxes = Gate(machine_sandboxes() if sandboxes is None else sandboxes, "sandboxes")
         calls = {"default": model_calls} if isinstance(model_calls, int) else dict(model_calls)
         self._model_call_sizes = {"default": DEFAULT_MODEL_CALLS, **calls}
         self._model_calls: dict[str, Gate] = {}
@@ -139,7 +183,7 @@ class Admission:
     def from_cascade(cls, cascade: Cascade) -> Admission:
         """The ``admission`` settings of the manager's config files (defaults, user,
         project), checked: a bad value names the file that set it."""
-        sandboxes: Any = DEFAULT_SANDBOXES
+        sandboxes: Any = None
         model_calls: Any = DEFAULT_MODEL_CALLS
         for layer in cascade.base_layers():
             section = layer.data.get("admission")

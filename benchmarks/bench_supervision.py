@@ -55,7 +55,8 @@ async def one(cm: ContextManager, n: int) -> float:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs", type=int, nargs="?", default=2000)
-    parser.add_argument("--sandboxes", type=int, default=None, help="admission.sandboxes (default: the bundled one)")
+    parser.add_argument("--sandboxes", type=int, default=None,
+                        help="admission.sandboxes (default: derived from this machine)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -19,6 +19,7 @@ FLOORS = {
     # the ground: no imports of our own, or only of each other
     "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
     "_simple_schema": 0, "_yaml_depth": 0, "host_files": 0, "terminal": 0, "tracing": 0, "progress": 0,
+    "machine": 0,
     # when a schedule is due (the store computes next due times with it)
     "timing": 1,
     # what a skill is, where an invocation sits in its run, the parse cache, attachments, a config key's line

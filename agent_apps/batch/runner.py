@@ -11,14 +11,13 @@ up from that run's journal (:func:`_take_up`), so nothing journaled happens twic
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError, ApprovalPending
+from ..machine import available_memory, usable_cpus
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -257,35 +256,13 @@ def default_concurrency(cm: ContextManager, skill: Skill) -> int:
     """What this machine holds: :data:`RUNS_PER_CPU` runs per CPU this process may use,
     but no more runs than the available memory holds if every run's sandbox grew to its
     whole ``model.sandbox.memory_mb`` limit (plus a little for the host side)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    by_cpu = RUNS_PER_CPU * max(cpus, 1)
+    by_cpu = RUNS_PER_CPU * usable_cpus()
     available = available_memory()
     if available is None:
         return by_cpu
     memory_mb = cm.config_for(skill).get("model.sandbox.memory_mb", 256)
     per_run = (int(memory_mb) + _RUN_OVERHEAD_MB) * 2**20
     return max(1, min(by_cpu, available // per_run))
-
-
-def available_memory() -> int | None:
-    """Bytes of memory this process could still use: the kernel's ``MemAvailable``,
-    lowered to what a cgroup limit (a container) leaves; None where neither is known."""
-    found: list[int] = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                found.append(int(line.split()[1]) * 1024)
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = Path("/sys/fs/cgroup/memory.current").read_text().strip()
-        if limit.isdigit() and used.isdigit():
-            found.append(max(int(limit) - int(used), 0))
-    except OSError:
-        pass
-    return min(found) if found else None
 
 
 def _json_type(value: Any) -> str:

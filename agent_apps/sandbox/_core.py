@@ -31,7 +31,7 @@ import wasmtime
 
 from . import _engine
 from ._calls import GuestCalls
-from ._limits import SandboxLimits
+from ._limits import DEFAULT_LIMITS
 from ._report import read_report
 
 NO_TIMER = 4294967295
@@ -72,8 +72,8 @@ class Core:
 
     def __init__(self) -> None:
         self.runtime = _engine.runtime()
-        self.limits = SandboxLimits()
-        self._limits_applied: SandboxLimits | None = None
+        self.limits = DEFAULT_LIMITS
+        self._memory_applied = 0          # the store's memory limit (MB), the one limit it holds
         self.memory_json = "{}"          # last saved JSON state of `memory`
         self.pending_setup = ""          # JSON for the next run's setup argument
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -138,7 +138,7 @@ class Core:
 
     def _apply_limits(self, store: wasmtime.Store) -> None:
         store.set_limits(memory_size=self.limits.memory_mb * 1024 * 1024, instances=100, tables=100, memories=10)
-        self._limits_applied = self.limits
+        self._memory_applied = self.limits.memory_mb
 
     def _drop_instance(self) -> None:
         if self._call is not None:  # a store must outlive the call in it; the run drops it
@@ -220,7 +220,7 @@ class Core:
         self._stop = None
         self._answer = None
         self._running = True
-        if self._limits_applied is not self.limits:
+        if self.limits.memory_mb != self._memory_applied:  # the store is told only of a change
             self._apply_limits(store)
         setup, self.pending_setup = self.pending_setup, ""
         if clock is not None:  # the run's clock base and seed (JSON), for replayable runs

@@ -30,7 +30,7 @@ from typing import Any
 
 from ._calls import CallHost
 from ._core import Core, Trapped
-from ._limits import RunResult, SandboxLimits
+from ._limits import DEFAULT_LIMITS, RunResult, SandboxLimits
 
 
 class Sandbox:
@@ -46,7 +46,7 @@ class Sandbox:
         core.calls.call_host = call_host
         core.calls.caller_name = caller_name
         core.target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
-        self.limits = limits or SandboxLimits()
+        self.limits = limits or DEFAULT_LIMITS
         core.limits = self.limits
         if memory is not None:
             try:

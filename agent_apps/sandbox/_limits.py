@@ -47,7 +47,7 @@ class SandboxLimits:
         leave a limit at its default).
         """
         if not config:
-            return cls()
+            return DEFAULT_LIMITS
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(config) - names)
         if unknown:
@@ -56,6 +56,11 @@ class SandboxLimits:
 
     def replace(self, **changes: Any) -> SandboxLimits:
         return dataclasses.replace(self, **changes)
+
+
+#: The default limits, one shared instance (they are frozen): a sandbox handed out with
+#: them skips building them (~10 us of a pooled sandbox's first result).
+DEFAULT_LIMITS = SandboxLimits()
 
 
 @dataclass

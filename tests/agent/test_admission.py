@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agent_apps import Cancelled, ContextManager, Signal
-from agent_apps.admission import Admission, Gate
+from agent_apps import Cancelled, ContextManager, Signal, admission, machine
+from agent_apps.admission import MB_PER_SANDBOX, SANDBOXES_PER_CPU, Admission, Gate, default_sandboxes
 
 pytestmark = pytest.mark.anyio
 
@@ -22,6 +22,67 @@ def manager(tmp_path, skills_path, admission: str) -> ContextManager:
 
 def scripted(turns, **extra):
     return {"agent": "agent-scripted", "script": turns, **extra}
+
+
+# -- the default bound: derived from the machine ----------------------------------------
+
+MB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("cpus", "available_mb", "expected"),
+    [
+        (2, 16 * 1024, 2 * SANDBOXES_PER_CPU),  # the CPUs bound: 8 on 2 CPUs with memory to spare
+        (16, 64 * 1024, 16 * SANDBOXES_PER_CPU),
+        (16, 1024, 1024 // MB_PER_SANDBOX),  # a 1 GB container with many CPUs: memory bounds it
+        (1, None, SANDBOXES_PER_CPU),  # memory unknown: CPUs alone
+        (64, 10, 2),  # almost no memory left: never fewer than two
+        (0, None, SANDBOXES_PER_CPU),  # a CPU count of 0 counts as one
+    ],
+)
+def test_default_sandboxes_scale_with_cpus_bounded_by_memory(cpus, available_mb, expected):
+    available = None if available_mb is None else available_mb * MB
+    assert default_sandboxes(cpus, available) == expected
+
+
+def test_usable_cpus_follow_affinity_and_a_cgroup_quota(tmp_path, monkeypatch):
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert machine.usable_cpus(tmp_path) == 8  # no cgroup files: the affinity mask
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert machine.usable_cpus(tmp_path) == 8  # no quota
+    (tmp_path / "cpu.max").write_text("250000 100000\n")  # docker --cpus 2.5
+    assert machine.usable_cpus(tmp_path) == 3
+    (tmp_path / "cpu.max").write_text("5000 100000\n")  # a twentieth of a CPU
+    assert machine.usable_cpus(tmp_path) == 1
+    (tmp_path / "cpu.max").write_text("garbage\n")
+    assert machine.usable_cpus(tmp_path) == 8
+
+
+def test_available_memory_is_the_lower_of_the_kernel_and_a_cgroup_limit(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       32000000 kB\nMemAvailable:    8000000 kB\n")
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    assert machine.available_memory(meminfo, cgroup) == 8000000 * 1024
+    (cgroup / "memory.max").write_text("max\n")
+    (cgroup / "memory.current").write_text("1000\n")
+    assert machine.available_memory(meminfo, cgroup) == 8000000 * 1024  # no limit
+    (cgroup / "memory.max").write_text(f"{512 * MB}\n")
+    (cgroup / "memory.current").write_text(f"{112 * MB}\n")
+    assert machine.available_memory(meminfo, cgroup) == 400 * MB
+    assert machine.available_memory(tmp_path / "missing", tmp_path / "missing") is None
+
+
+def test_the_bound_is_derived_unless_configured(tmp_path, skills_path, monkeypatch):
+    """A 1 GB container with 4 CPUs: the default is the rule's, a configured one wins."""
+    monkeypatch.setattr(machine, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(machine, "available_memory", lambda: 1024 * MB)
+    assert Admission().sandboxes.size == default_sandboxes(4, 1024 * MB) == 1024 // MB_PER_SANDBOX
+    cm = ContextManager([skills_path], cwd=tmp_path, home=tmp_path / "home", env=False, user=False,
+                        entry_points=False)
+    assert cm.admission.sandboxes.size == 1024 // MB_PER_SANDBOX
+    assert manager(tmp_path, skills_path, "{sandboxes: 3}").admission.sandboxes.size == 3
+    assert admission.machine_sandboxes() == 1024 // MB_PER_SANDBOX
 
 
 # -- the gate ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ runs as their own errors, the concurrency bound, stopping early, the default bou
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -122,7 +123,7 @@ async def test_unknown_skill_and_bad_options_fail_before_any_run(cm):
 
 def test_default_concurrency_is_per_cpu_bounded_by_memory(cm, monkeypatch):
     skill = cm.get("count")
-    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     monkeypatch.setattr(runner, "available_memory", lambda: None)
     assert default_concurrency(cm, skill) == 3 * runner.RUNS_PER_CPU
     monkeypatch.setattr(runner, "available_memory", lambda: 1000 * 2**20)  # 1000 MiB: 3 runs of 256 + 32 MiB

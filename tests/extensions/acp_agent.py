@@ -62,7 +62,8 @@ class ScriptedAgent:
         self.position = 0
         self.cancelled = asyncio.Event()
         self.mcp: Any = None
-        self.stack = AsyncExitStack()
+        self.holder: asyncio.Task[None] | None = None  # the task that holds the MCP client open
+        self.closing = asyncio.Event()
         self.cwd = ""
         self.calls = 0
 
@@ -80,26 +81,44 @@ class ScriptedAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         self.cwd = cwd
         (server,) = mcp_servers or [None]
+        opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.holder = asyncio.ensure_future(self.hold(server, opened))
+        self.mcp = await opened
+        tools = [t.name for t in (await self.mcp.list_tools()).tools]
+        assert tools == ["invoke"], tools
+        return NewSessionResponse(session_id="session-1")
+
+    async def hold(self, server: Any, opened: asyncio.Future[Any]) -> None:
+        """Open the MCP client and hold it until the agent ends, in a task of its own: the
+        client's anyio cancel scopes must be left by the task that entered them (closed from
+        another, they raise, and the process ends on a traceback instead of cleanly)."""
         from mcp import Client
 
+        try:
+            async with AsyncExitStack() as stack:
+                opened.set_result(await stack.enter_async_context(Client(await self.transport(server, stack))))
+                await self.closing.wait()
+        except BaseException as exc:
+            if opened.done():
+                raise
+            opened.set_exception(exc)
+
+    @staticmethod
+    async def transport(server: Any, stack: AsyncExitStack) -> Any:
+        """The MCP client's transport to ``server`` (its HTTP client closes with ``stack``)."""
         if isinstance(server, HttpMcpServer):
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
             headers = {h.name: h.value for h in server.headers}
-            http = await self.stack.enter_async_context(
+            http = await stack.enter_async_context(
                 httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
             )
-            transport: Any = streamable_http_client(server.url, http_client=http)
-        else:
-            from mcp import StdioServerParameters
+            return streamable_http_client(server.url, http_client=http)
+        from mcp import StdioServerParameters
 
-            env = {e.name: e.value for e in server.env}
-            transport = StdioServerParameters(command=server.command, args=server.args, env=env)
-        self.mcp = await self.stack.enter_async_context(Client(transport))
-        tools = [t.name for t in (await self.mcp.list_tools()).tools]
-        assert tools == ["invoke"], tools
-        return NewSessionResponse(session_id="session-1")
+        env = {e.name: e.value for e in server.env}
+        return StdioServerParameters(command=server.command, args=server.args, env=env)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.set()
@@ -223,7 +242,9 @@ async def main() -> None:
     try:
         await acp.run_agent(agent)
     finally:
-        await agent.stack.aclose()
+        agent.closing.set()
+        if agent.holder is not None:
+            await agent.holder
 
 
 if __name__ == "__main__":

@@ -194,3 +194,21 @@ async def test_bearer_scheme_is_case_insensitive(context_manager, skills):
                 response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                                            headers={"Authorization": header})
                 assert response.status_code == 401, header
+
+
+async def test_a_loopback_endpoint_stops_when_told_without_polling(context_manager, skills, monkeypatch):
+    """An ACP run ends only once its endpoint has stopped, so the endpoint stops as soon as
+    it is told: uvicorn alone looks at its exit flag every 0.1 s, then waits a fixed 0.1 s
+    for connections even when none is left."""
+    polls: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: object) -> object:
+        if delay >= 0.1:
+            polls.append(delay)
+        return await real_sleep(delay, *args)
+
+    async with expose_refs(context_manager, ["word-count"]):
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+    monkeypatch.undo()
+    assert polls == []

@@ -460,6 +460,37 @@ async def test_pool_gives_ready_sandboxes(host):
                 await x.close()
 
 
+async def test_the_store_is_told_of_a_memory_limit_only_when_it_changes(host, monkeypatch):
+    """A pooled sandbox's first run re-applies no limit its instance already has (a
+    wasmtime call in every first result); a changed memory limit is applied, and holds."""
+    import wasmtime
+
+    from agent_apps.sandbox import SandboxPool
+
+    applied: list[int] = []
+    real = wasmtime.Store.set_limits
+
+    def counting(self, *args, **kwargs):
+        applied.append(kwargs.get("memory_size"))
+        return real(self, *args, **kwargs)
+
+    async with SandboxPool(size=3) as pool:
+        await pool.wait_ready()
+        monkeypatch.setattr(wasmtime.Store, "set_limits", counting)
+        same = await pool.acquire(limits=SandboxLimits(timeout=5))  # the same memory limit
+        default = await pool.acquire()
+        smaller = await pool.acquire(limits=SandboxLimits(memory_mb=96))
+        try:
+            for sb in (same, default, smaller):
+                assert (await sb.run("1")).value == 1
+            assert applied == [96 << 20]
+            assert (await smaller.run("x = bytearray(128 << 20)")).error.endswith("MemoryError")
+            assert (await same.run("x = bytearray(128 << 20)\nlen(x)")).value == 128 << 20
+        finally:
+            for sb in (same, default, smaller):
+                await sb.close()
+
+
 def test_limits_validation():
     with pytest.raises(ValueError, match="timeout"):
         SandboxLimits(timeout=0)

@@ -817,7 +817,9 @@ async def _bridge_gone(path: str) -> None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
-            return True
+            # The kernel frees the lock as the process exits, a moment before it has.
+            pid = os.pread(fd, 32, 0).decode(errors="replace")
+            return not (pid.isdigit() and _running(int(pid)))
 
         def send(sig: int) -> None:
             pid = os.pread(fd, 32, 0).decode(errors="replace")
@@ -827,6 +829,16 @@ async def _bridge_gone(path: str) -> None:
         await _end(send, gone)
     finally:
         os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` is still there and not a zombie (where ``/proc`` tells)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def _group_alive(pgid: int) -> bool:
