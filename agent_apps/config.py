@@ -54,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
         "context_window": 200_000,
         "compaction": {"strategy": "summarize", "threshold": 0.7, "keep": 0.3, "reserve": 4096, "stale_turns": 4},
         # the system prompt's context (docs/context.md)
-        "context": {"memory_chunks": 5, "retriever": "memory-search", "file_chars": 8000},
+        "context": {"memory_chunks": 5, "retriever": "memory-search", "search": "auto", "file_chars": 8000},
         # the agent's own middleware, run where "$agent" stands in a middleware list
         "middleware": ["session"],
         # supervision (docs/supervision.md): how many agents one run may start, how deep,
@@ -125,6 +125,7 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "compaction", "reserve"): _INT,
     ("model", "compaction", "stale_turns"): _INT,
     ("model", "compaction", "window_messages"): _INT,
+    ("model", "compaction", "during_run"): _BOOL,
     ("model", "compaction", "model"): _MAP,  # model keys for the summarizer's call
     ("model", "compaction", "model", "*"): _ANY,
     ("model", "history"): _STR,
@@ -134,6 +135,8 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "context", "sensitive_data"): _STR,
     ("model", "context", "memory_chunks"): _INT,
     ("model", "context", "retriever"): _STR,
+    ("model", "context", "search"): _STR,
+    ("model", "context", "embedding_model"): _STR,
     ("model", "context", "file_chars"): _INT,
     ("model", "middleware"): "a list of strings",
     ("model", "budget"): _MAP,

@@ -2,10 +2,10 @@
 
 **Reading.** Some files reach an agent without any tool call: the workspace files in
 its system prompt (``IDENTITY.md``, ``SOUL.md``, ``USER.md``), the memory files it
-searches (``MEMORY.md``, ``AGENTS.md``), the bodies of guidance skills, config files
-and ``tools.yaml``. Someone else may have put any of them there: a link to
-``~/.ssh/id_rsa``, a FIFO that never ends, a link to ``/dev/zero``. So
-:func:`read_host_file` holds every such read to one property:
+searches (``MEMORY.md``, ``AGENTS.md``, ``HEARTBEAT.md``) and the embedding model's
+files, the bodies of guidance skills, config files and ``tools.yaml``. Someone else may
+have put any of them there: a link to ``~/.ssh/id_rsa``, a FIFO that never ends, a link
+to ``/dev/zero``. So :func:`read_host_file` holds every such read to one property:
 
 * the file lies **inside its folder** once links are resolved (a link to another file
   of the folder is fine; the folder's own path may be a link);

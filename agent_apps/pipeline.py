@@ -43,7 +43,10 @@ __all__ = ["OPTIONS", "invoke"]
 
 #: Keyword options ``invoke()`` accepts.
 OPTIONS = frozenset(
-    {"middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "run", "context"}
+    {
+        "middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "read_only",
+        "run", "context",
+    }
 )
 
 #: Skill kinds whose code comes from the caller, so the caller's allowed-tools (a list
@@ -54,6 +57,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
     """Run one invocation of ``ref`` with ``args`` as a child of ``parent``."""
     if not OPTIONS.issuperset(options):
         raise TypeError(f"invoke() got unknown options: {', '.join(sorted(options.keys() - OPTIONS))}")
+    if options.get("read_only") and not options.get("session"):
+        raise ValueError("read_only=True applies to a session: give session=ID too")
     depth = 0 if parent is None else parent.depth + 1
     config, middleware = options.get("config"), options.get("middleware")
     try:
@@ -97,6 +102,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["config"] = config
     if options.get("session"):  # the agent this invocation serves continues that session
         ctx.internals["session"] = options["session"]
+        if options.get("read_only"):  # ... off the record: it sees the session and writes nothing to it
+            ctx.internals["read_only"] = True
     if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
         ctx.internals["context"] = options["context"]
     if options.get("nonlocals"):

@@ -78,11 +78,25 @@ def repo_root() -> Path:
 # -- the state store's backends ----------------------------------------------------------------
 
 
-def _unavailable(message: str) -> None:
-    """Skip, loudly (the reason shows in the summary); under CI a missing server fails."""
+def _unavailable(message: str, why: str = "CI must run the PostgreSQL tests: .ci/run installs it") -> None:
+    """Skip, loudly (the reason shows in the summary); under CI what is missing fails."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{message} (CI must run the PostgreSQL tests: .ci/run installs it)")
+        pytest.fail(f"{message} ({why})")
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> object:
+    """The real embedding model, all-MiniLM-L6-v2 run with numpy (agent_apps.state.embeddings):
+    the test extra brings numpy and tokenizers, .ci/run the model's package."""
+    from agent_apps.state.embeddings import EmbeddingsUnavailable, load_embedder
+
+    try:
+        return load_embedder()
+    except EmbeddingsUnavailable as exc:
+        why = "CI must run the semantic memory tests: the test extra and .ci/run install the embedding model"
+        _unavailable(f"semantic memory tests skipped: {exc}", why)
+        raise
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,10 @@ def test_context_example_runs_as_its_readme_says():
     assert answer.startswith("From memory: Sam wants to visit Porto in October")
     cli_run = cli("invoke", "assistant", "--path", "examples/context/skills", "task=Can we plan my October trip?")
     assert cli_run.returncode == 0, cli_run.stderr
-    assert "→ 11 lines of guidance; 3 memories; - Passport (check the expiry date)" in cli_run.stderr
+    from agent_apps.state.embeddings import embedder_for
+
+    memories = 3 if embedder_for("auto") is None else 4  # by meaning too when the model is installed (its README)
+    assert f"→ 11 lines of guidance; {memories} memories; - Passport (check the expiry date)" in cli_run.stderr
 
 
 def test_the_information_agent_aggregates_runs_by_their_id():

@@ -243,6 +243,30 @@ async def test_agent_code_searching_memory_gets_nothing_from_a_refused_file(cont
     assert await context_manager.invoke("agent", {"prompt": "P", "user_message": "Go.", "config": config}) == []
 
 
+def test_hybrid_ranking_reads_no_file_it_refuses(context_manager, workspace, home, embedder):
+    store = context_manager.state
+    (workspace / "HEARTBEAT.md").symlink_to(home / ".ssh" / "id_rsa")
+    os.mkfifo(workspace / "AGENTS.md")
+    (workspace / "MEMORY.md").write_text("- The cat is called Miso.\n")
+    files = [workspace / name for name in ("MEMORY.md", "AGENTS.md", "HEARTBEAT.md")]
+    hits = store.memory.search(files, "a private key for the server", embedder=embedder)
+    assert all("hunter2" not in hit["text"] for hit in hits)
+    assert [hit["text"] for hit in store.memory.search(files, "pet", embedder=embedder)] == ["The cat is called Miso."]
+    hits = store.memory.search(files, "pet", denied=("*/MEMORY.md",), embedder=embedder)
+    assert hits == []
+    with store.db.read() as conn:  # the refused file's chunks and vectors are gone
+        assert conn.execute("SELECT count(*) FROM memory_chunks").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone() == (0,)
+
+
+async def test_agent_code_searching_memory_by_meaning_gets_nothing_from_a_refused_file(context_manager, workspace,
+                                                                                       home, embedder):
+    (workspace / "HEARTBEAT.md").symlink_to(home / ".ssh" / "id_rsa")
+    code = "ctx.manager.finish(await ctx.manager.invoke('memory-search', {'query': 'ssh key', 'search': 'hybrid'}))"
+    config = {"agent": "agent-scripted", "script": [{"code": code}], "workspace": str(workspace)}
+    assert await context_manager.invoke("agent", {"prompt": "P", "user_message": "Go.", "config": config}) == []
+
+
 def test_compaction_never_appends_facts_through_a_link_out(workspace, tmp_path):
     from agent_apps.agent.compaction import flush_facts
 

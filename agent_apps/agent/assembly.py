@@ -16,6 +16,7 @@ middleware             75        yes      middleware it may activate
 guidance               80        yes      guidance skills: name and description
 result                 90        yes      the result it owes (``returns``)
 context                100       no       the caller's per-task context (``context``)
+off-the-record         105       no       the notice of a run off the record
 loaded-guidance        110       no       guidance loaded earlier in the session
 serving                120       no       the call a middleware-mode agent serves
 task                   130       no       what ``memory`` starts with
@@ -39,7 +40,7 @@ from ..errors import AgentAppsError
 from ..tools import path_policy
 from .guidance import loaded_section
 from .layers import LAYERS, Composed
-from .prompt import CONTEXT, LOADED, MEMORY, prompt_layers
+from .prompt import CONTEXT, LOADED, MEMORY, OFF_RECORD, OFF_THE_RECORD, prompt_layers
 from .workspace import FILE_CHARS, read_whole_files
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ async def assemble(run: AgentRun, visible: Visible) -> Assembled:
             memory = await _retrieve(run, options, warnings)
             searchable = any(s.name == DEFAULT_RETRIEVER for s in visible.tools)
             registry.add("memory", memory_section(memory, searchable=searchable), priority=MEMORY, stable=False)
+    if settings.read_only:  # dynamic: the stable prefix stays that of the skill's other runs
+        registry.add("off-the-record", OFF_THE_RECORD, priority=OFF_RECORD, stable=False)
     loaded = await _loaded_before(run, visible)
     registry.add("loaded-guidance", loaded_section(loaded), priority=LOADED, stable=False)
     run.cm.hook.agent_apps_context(registry=registry, agent=run)

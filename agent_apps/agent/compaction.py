@@ -1,4 +1,14 @@
-"""The summarizer of compaction: one model call through the agent's own provider.
+"""Compaction of an agent run's conversation: when the run starts, and during it.
+
+:func:`prompt_window` fits a session's history into the model's context before the
+run's first turn (docs/sessions.md). :class:`RunCompaction` does the same during a long
+run: an interceptor of its model calls (around_model.py) that, before each call, lets
+the strategy compact the conversation the provider sends once it passes the same
+threshold (70% of ``context_window - system prompt - reserve``), and sends the
+compacted window instead (seed 004's loop). Each compaction is journaled (``k.N``), so
+a resumed run sends the same windows without asking the summarizer again.
+
+The summarizer of compaction: one model call through the agent's own provider.
 
 It asks the model once (:func:`~.one_shot.one_shot`), with its own prompt and the older
 messages as the task. Any provider can therefore play it, the offline ``agent-scripted`` included:
@@ -18,17 +28,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _json
+from ..errors import ConfigError
 from ..host_files import check_host_file, open_regular
 from ..state.memory import MAX_MEMORY_BYTES
-from ..state.window import Summary
+from ..state.messages import Entry, History, estimate_text, estimate_tokens
+from ..state.window import Budget, Compacted, Summary, compaction_options, compaction_strategy
 from ..tools import path_policy
 from .one_shot import one_shot
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..state.messages import Message
+    from .run import AgentRun
 
-__all__ = ["SUMMARY_PROMPT", "Summarizer", "flush_facts", "transcript"]
+__all__ = ["SUMMARY_PROMPT", "RunCompaction", "Summarizer", "flush_facts", "prompt_window", "transcript"]
 
 SUMMARY_PROMPT = """\
 You compact the earlier part of a conversation between a user and an AI agent (which acts by
@@ -152,30 +165,23 @@ async def prompt_window(
     session: str,
     system: str,
     persist: bool,
+    flush: bool = True,
 ) -> tuple[list[Message], dict[str, Any] | None]:
     """The session's prompt window for this agent run, and what compaction did (None
-    when nothing was left out)."""
-    from ..errors import ConfigError
-    from ..state.messages import estimate_text
-    from ..state.window import Budget, PromptWindow, compaction_options, compaction_strategy, history_provider
+    when nothing was left out). Without ``persist`` (a run whose history is not kept)
+    no summary is stored; without ``flush`` (a run off the record) no facts are
+    appended to the workspace's MEMORY.md."""
+    from ..state.window import PromptWindow, history_provider
 
     options = compaction_options(config.get("compaction"))
-    window_size = config.get("context_window", 200_000)
-    if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size <= 0:
-        raise ConfigError(f"model.context_window must be a positive number of tokens, not {window_size!r}")
-    budget = Budget(window_size, estimate_text(system), options["reserve"], options["threshold"], options["keep"])
+    budget = _budget(config, options, system)
     workspace = config.get("workspace")
-    denied = path_policy(ctx).denied_for_files_of(workspace) if workspace else ()
-    flushed: list[str] = []
-    refused: list[str] = []
+    flushed: dict[str, str] = {}  # what the first flush of facts did: its report key and value
 
     def on_facts(facts: list[str]) -> None:
-        if not workspace:
-            return
-        try:
-            flushed.append(str(flush_facts(workspace, facts, denied=denied)))
-        except OSError as exc:  # a refused or unwritable MEMORY.md: the facts are in the report
-            refused.append(f"{exc}; the facts were not written to it")
+        if workspace and flush:
+            key, value = _flush(ctx, workspace, facts)
+            flushed.setdefault(key, value)
 
     window = PromptWindow(
         history_provider(config.get("history"), ctx.manager.context_manager.state),
@@ -191,8 +197,146 @@ async def prompt_window(
     if done is None or not (done.removed or done.failed):
         return messages, None
     report = done.describe(options["strategy"])
-    if flushed:
-        report["memory_file"] = flushed[0]
-    if refused:
-        report["memory_file_refused"] = refused[0]
+    report.update(flushed)
     return messages, report
+
+
+def _flush(ctx: Context, workspace: str | Path, facts: list[str]) -> tuple[str, str]:
+    """Append compaction's facts to the workspace's MEMORY.md under the agent's path
+    policy: ``("memory_file", path)``, or ``("memory_file_refused", why)`` for a
+    refused or unwritable file (the facts stay in the report)."""
+    denied = path_policy(ctx).denied_for_files_of(workspace)
+    try:
+        return "memory_file", str(flush_facts(workspace, facts, denied=denied))
+    except OSError as exc:
+        return "memory_file_refused", f"{exc}; the facts were not written to it"
+
+
+def _budget(config: dict[str, Any], options: dict[str, Any], system: str) -> Budget:
+    """The history's budget: ``model.context_window`` (checked) less the system prompt and the reserve."""
+    window_size = config.get("context_window", 200_000)
+    if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size <= 0:
+        raise ConfigError(f"model.context_window must be a positive number of tokens, not {window_size!r}")
+    return Budget(window_size, estimate_text(system), options["reserve"], options["threshold"], options["keep"])
+
+
+class RunCompaction:
+    """Compaction during a run: a model-call interceptor (see the module docstring).
+
+    The provider keeps its whole conversation; this keeps how much of its beginning
+    (``through`` messages) is replaced, and by what (``head``: the summary message, or
+    nothing when the older part was dropped). Each model call is sent ``head`` and the
+    rest, compacted again when that passes the threshold. The estimate of the window is
+    anchored to the input tokens the provider last reported, as a session's is.
+    """
+
+    needs_messages = True
+    changes_responses = False
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run = run
+        config = run.settings.config
+        self.options = compaction_options(config.get("compaction"))
+        self.strategy = compaction_strategy(self.options)
+        _budget(config, self.options, "")  # a bad context_window is refused before the first turn
+        self.through = 0
+        self.head: list[Message] = []
+        self.summary: str | None = None
+        self.count = 0
+        #: (tokens without the system prompt, messages they cover) the provider last reported
+        self._anchor: tuple[int, int] | None = None
+        self._sent = self._system = 0
+        journal = run.journal
+        entries = journal.entries.items() if journal is not None else ()
+        #: a resumed run's compactions, in the order they were made
+        self._journaled = sorted(
+            (entry.body for key, entry in entries if key.startswith("k.")), key=lambda body: int(body["n"])
+        )
+
+    async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        messages = event.get("messages")
+        if not isinstance(messages, list):
+            return None
+        turn = int(event.get("turn") or 0)
+        while self._journaled and int(self._journaled[0]["turn"]) <= turn:  # resumed: what it did the first time
+            self._take(self._journaled.pop(0))
+        if len(messages) < self.through:  # the provider shortened its conversation itself
+            self._take({"n": self.count, "through": 0, "head": [], "summary": None})
+        system = str(event.get("system") or "")
+        budget = _budget(self.run.settings.config, self.options, system)
+        self._system = budget.system
+        history = self._history(messages)
+        result = None
+        if history.estimated_tokens() >= budget.trigger:
+            result = await self._compact(history, budget)
+        if result is not None and result.removed:
+            kept = len(history.entries) - result.removed
+            head = result.messages[: len(result.messages) - kept]
+            summary = result.summary if result.summary is not None else (self.summary if head else None)
+            state = {"n": self.count + 1, "turn": turn, "through": self.through + result.removed, "head": head,
+                     "summary": summary}  # fmt: skip
+            self._take(state)
+            await self._record(state, result.describe(self.options["strategy"]), result.facts)
+        self._sent = len(messages)
+        if not self.through:
+            return None
+        return {"messages": [*self.head, *messages[self.through :]]}
+
+    async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        usage = (event.get("response") or {}).get("usage")
+        if isinstance(usage, dict) and usage.get("input_tokens") and not usage.get("estimated"):
+            total = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+            self._anchor = (max(0, total - self._system), self._sent)
+        return None
+
+    async def _compact(self, history: History, budget: Budget) -> Compacted | None:
+        """Let the strategy compact what came before the last exchange (the model's
+        last answer and its results, or the message it is to answer): the model always
+        sees what it just did. That exchange counts as part of the fixed prompt."""
+        entries = history.entries
+        last = max((i for i, entry in enumerate(entries) if entry.role == "assistant"), default=0)
+        if last == 0:
+            return None
+        tail = sum(entry.tokens for entry in entries[last:])
+        older = History("run", entries[:last], history.summary, history.summary_through)
+        room = Budget(budget.context_window, budget.system + tail, budget.reserve, budget.threshold, budget.keep)
+        config = self.run.settings.config
+        summarizer = Summarizer(self.run.ctx, self.run.settings.provider, config, max_tokens=room.available)
+        result = await self.strategy.compact(older, room, summarizer)
+        result.messages += [entry.message for entry in entries[last:]]
+        return result
+
+    def _history(self, messages: list[Message]) -> History:
+        """The window as the strategy sees it: the messages after ``through``, numbered
+        from 1 in the provider's conversation, and the summary that stands for the rest."""
+        entries = [
+            Entry(index + 1, message, estimate_tokens(message))
+            for index, message in enumerate(messages)
+            if index >= self.through
+        ]
+        anchor_tokens, anchor_seq = self._anchor or (None, None)
+        return History("run", entries, self.summary, self.through, anchor_tokens, anchor_seq)
+
+    def _take(self, state: dict[str, Any]) -> None:
+        self.count = int(state["n"])
+        self.through = int(state["through"])
+        self.head = list(state["head"])
+        self.summary = state.get("summary")
+        self._anchor = None  # it measured another window
+
+    async def _record(self, state: dict[str, Any], report: dict[str, Any], facts: list[str]) -> None:
+        """Journal the compaction (before the model is called on it), flush its facts,
+        and put it in the report and the trace."""
+        run = self.run
+        journal = run.journal
+        if journal is not None:
+            journal.write(f"k.{state['n']}", "compaction", state)
+            await journal.run.flush()
+        workspace = run.settings.workspace
+        if facts and workspace is not None and not run.settings.read_only:
+            key, value = _flush(run.ctx, workspace, facts)
+            report[key] = value
+        report = {"turn": state["turn"], **report}
+        if run.recorder is not None:
+            run.recorder.compactions.append(report)
+        run.reporter.trace("compaction", report)

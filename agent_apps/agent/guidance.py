@@ -69,24 +69,26 @@ def loaded_section(skills: Sequence[Skill]) -> str:
 
 async def remember(ctx: Context, skills: Iterable[Skill]) -> None:
     """Note skills that agent code loaded: their folders become readable by that
-    agent's code; a session whose content is kept remembers their names."""
+    agent's code; a session whose content is kept remembers their names (not one
+    seen off the record)."""
     scope = agent_scope(ctx)
-    if scope is None or not note_loaded(scope, skills):
+    if scope is None:
         return
-    loaded = scope["loaded_skills"]
+    skills = list(skills)
+    note_loaded(scope, skills)
     session = ctx.run.session_id
-    if session is not None and scope.get("retention") == "permanent":
+    if skills and session is not None and scope.get("retention") == "permanent" and not scope.get("read_only"):
+        # each name it loads, again or not: a reset since the run loaded it is not undone
         store = ctx.manager.context_manager.state
-        await store.call(store.sessions.update_meta, session, {"loaded_skills": list(loaded)})
+        await store.call(store.sessions.add_loaded_guidance, session, [s.name for s in skills])
 
 
-def note_loaded(scope: dict[str, Any], skills: Iterable[Skill]) -> bool:
-    """Add ``skills`` to an agent's loaded skills and readable folders (its scope);
-    False when it had loaded them all already. A resumed durable run calls it for the
-    load-skills calls its journal answers, so the folders open again."""
+def note_loaded(scope: dict[str, Any], skills: Iterable[Skill]) -> None:
+    """Add ``skills`` to an agent's loaded skills and readable folders (its scope). A
+    resumed durable run calls it for the load-skills calls its journal answers, so the
+    folders open again."""
     loaded: list[str] = scope.setdefault("loaded_skills", [])
     folders: list[str] = scope.setdefault("loaded_folders", [])
     new = [s for s in skills if s.name not in loaded]
     loaded += [s.name for s in new]
     folders += [s.folder for s in new if s.folder and s.folder not in folders]
-    return bool(new)

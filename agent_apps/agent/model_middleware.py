@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import Context
 from ..errors import AgentAppsError
-from ..middleware import MiddlewareFn, compose
+from ..middleware import AGENT, MiddlewareFn, compose, level_of, served_middleware
 from ..skill import Skill
 from ..validation import schema_problem
 from .model_calls import RESPONSE_SCHEMA
 
-__all__ = ["MODEL_CALL", "ModelCallFailed", "ModelMiddleware", "model_call_context"]
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["MODEL_CALL", "ModelCallFailed", "ModelMiddleware", "model_call_context", "model_level_middleware"]
 
 #: The invocation a model-level middleware (and a guardrail) sees as ``ctx.target``.
 MODEL_CALL = Skill(
@@ -144,3 +147,20 @@ class ModelMiddleware:
                 skill=self.name,
             )
         return response
+
+
+def model_level_middleware(
+    cm: ContextManager, inherited: Sequence[MiddlewareFn], served: Sequence[Context], config: dict[str, Any]
+) -> list[MiddlewareFn]:
+    """The model-level middleware around the model calls made for ``served`` (the
+    invocations whose own middleware lists count), once each, outermost first: what an
+    enclosing agent hands down (``inherited``), the served invocations', then the
+    ``middleware`` refs of the ``model`` config ``config``."""
+    refs = [ref for ref in config.get("middleware") or () if ref != AGENT]
+    own = [cm._middleware_fn(ref) for ref in refs]
+    sources = [inherited, *(served_middleware(cm, ctx, "model") for ctx in served), own]
+    fns: list[MiddlewareFn] = []
+    for fn in (fn for source in sources for fn in source):
+        if level_of(fn) == "model" and fn not in fns:
+            fns.append(fn)
+    return fns

@@ -27,9 +27,8 @@ from ..budget import Ledger, supervision_config, with_clamped_usage
 from ..config import call_config
 from ..errors import ArgsInvalid, ResultInvalid
 from ..validation import schema_error, schema_problem
-from .around_model import model_level_middleware
 from .model_calls import ModelCalls, require_model_calls
-from .model_middleware import ModelMiddleware
+from .model_middleware import ModelMiddleware, model_level_middleware
 from .prompt import INVOKE_TOOL
 
 if TYPE_CHECKING:

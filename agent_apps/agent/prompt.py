@@ -20,6 +20,7 @@ from .layers import ContextRegistry
 
 __all__ = [
     "INVOKE_TOOL",
+    "OFF_THE_RECORD",
     "RULES",
     "SENSITIVE_DATA",
     "cap",
@@ -110,6 +111,17 @@ SENSITIVE_DATA = """\
 - If you come across a secret you do not need, say so and go on without it.
 """
 
+#: The notice of a run off the record (a session seen read-only; seed 004's OTR notice).
+OFF_THE_RECORD = """\
+# Off the record
+
+This run is off the record: you see the earlier messages of this conversation, but
+nothing of this run is kept in it. Your messages, `memory` and the guidance you load are
+forgotten when the run ends, and later runs will not know what happened here. Your
+skills work as usual: what they change outside the conversation (files, other systems)
+stays changed.
+"""
+
 _SKILLS = """\
 ## Skills you can call
 
@@ -142,7 +154,7 @@ _CAP = 12_000  # characters of a run result sent back to the model
 ROLE, HOW_TO, RULES_AT, SENSITIVE_AT, FOLDER, SKILLS_AT, MIDDLEWARE, GUIDANCE_AT, RESULT = (
     10, 50, 55, 60, 65, 70, 75, 80, 90
 )
-CONTEXT, LOADED, SERVING, TASK, MEMORY = 100, 110, 120, 130, 140
+CONTEXT, OFF_RECORD, LOADED, SERVING, TASK, MEMORY = 100, 105, 110, 120, 130, 140
 
 
 def prompt_layers(

@@ -24,6 +24,10 @@ and memory while the run lasts, removed when it ends; ``none`` no message conten
 all. Reports of runs that are not ``permanent`` keep no content either (no user
 message, text, reasoning, code, args, result or error message), while they run or
 after: only ids, statuses, counts, sizes, timings, usage and cost.
+
+A run **off the record** (``read_only``) reads its session and writes nothing to it:
+no messages, no memory, and the session must exist already. It waits for the session
+like any run, so what it reads is never a run's half-written turn.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class Recorder:
         retention: str,
         user_message: str,
         journal: AgentJournal | None = None,
+        read_only: bool = False,
         price: Price | None = None,
     ) -> None:
         self.store = store
@@ -87,8 +92,9 @@ class Recorder:
         self.journal = journal
         self.session = record.session_id
         self.retention = retention
+        self.read_only = read_only
         self.keeps_content = retention == "permanent"
-        self.writes_messages = self.session is not None and retention != "none"
+        self.writes_messages = self.session is not None and retention != "none" and not read_only
         #: the model's price (USD per million tokens): each turn's cost, when known
         self.price = price
         self.content = ContentBudget()
@@ -107,6 +113,7 @@ class Recorder:
             "model": model,
             "session": self.session,
             "retention": retention,
+            **({"read_only": True} if read_only else {}),
             "status": "running",
             "started_at": self.started,
         }
@@ -117,6 +124,8 @@ class Recorder:
             self.content.text(self.report, "user_message", user_message)
         self.steps: list[dict[str, Any]] = []
         self.compaction: dict[str, Any] | None = None
+        #: the compactions during the run (compaction.RunCompaction), each with its turn
+        self.compactions: list[dict[str, Any]] = []
         #: user-side messages waiting for the next turn to end
         self._pending: list[Message] = [{"role": "user", "text": user_message}]
         self._step: dict[str, Any] | None = None
@@ -143,19 +152,26 @@ class Recorder:
         (:meth:`StateStore.session_lock <agent_apps.state.StateStore.session_lock>`), so
         the session's history never interleaves two runs; it holds the session until
         :meth:`finish`. The wait ends with the run's cancellation (status ``cancelled``)
-        or its deadline (``budget``), as the run would."""
-        store, record = self.store, self.record
+        or its deadline (``budget``), as the run would. A run off the record waits the
+        same way; it neither creates its session nor starts when it does not exist."""
+        store, record, session = self.store, self.record, self.session
+        if session is not None and self.read_only:
+            await store.call(store.sessions.get, session)  # NotFound before anything is written
         await store.call(store.runs.start_agent, record, name=self.report["name"])
-        if self.session is None:
+        if session is None:
             return None
+
+        def begin() -> dict[str, Any] | None:
+            return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
+
         try:
-            await self._hold_session(self.session)
+            await self._hold_session(session)
+            memory = self._memory_at_start = await store.call(begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
             status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
             await asyncio.shield(self.finish(status, error=error_of(exc, record.signal)))
             raise
-        memory = self._memory_at_start = await store.call(store.sessions.begin, self.session)
         return memory  # retention decides what a run leaves, not what it may read
 
     async def _hold_session(self, session: str) -> None:
@@ -384,6 +400,9 @@ class Recorder:
         await self._live_written()
 
         def write() -> None:
+            # the report first: once a turn's messages can be read, its report has it too
+            # (a crash between the two transactions loses the messages of the turn in flight)
+            store.runs.report(record, report)
             if session is not None:
                 store.sessions.append(
                     session,
@@ -392,7 +411,6 @@ class Recorder:
                     memory=saved if saved is not _UNSET else None,
                     anchor=anchor,
                 )
-            store.runs.report(record, report)
             if journal is not None and not replayed:  # the turn's messages, for export and replay
                 journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
@@ -467,7 +485,7 @@ class Recorder:
         await self._live_written()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
-        forget = ended and session is not None
+        forget = ended and session is not None and not self.read_only
 
         def write() -> None:
             store.runs.finish_agent(record, status=status, report=report)
@@ -508,6 +526,8 @@ class Recorder:
             report["cost_usd"] = round(sum(s.get("cost_usd") or 0 for s in steps), 8)
         if self.compaction is not None:
             report["compaction"] = self.compaction
+        if self.compactions:
+            report["compactions"] = self.compactions
         if self.record.ledger is not None:  # limits, and usage with the agents below this one
             report["budget"] = self.record.ledger.to_json()
         if final:

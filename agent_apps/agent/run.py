@@ -190,6 +190,7 @@ class AgentRun:
             retention=settings.retention,
             user_message=settings.user_message,
             journal=journal,
+            read_only=settings.read_only,
             price=settings.supervision.price,
         )
         memory = await recorder.start()
@@ -281,7 +282,8 @@ class AgentRun:
             config=settings.config,
             session=self.record.session_id,
             system=system,
-            persist=settings.retention == "permanent",
+            persist=settings.retention == "permanent" and not settings.read_only,
+            flush=not settings.read_only,
         )
         if compaction is not None:
             self.recorder.compaction = compaction
@@ -334,8 +336,8 @@ class AgentRun:
         if window:  # the session's earlier messages (the neutral format), before the user's
             call["messages"] = window
         provider = self.cm.get(settings.provider)
-        self.turns.reports_model_calls = declares_model_calls(provider)
-        self.turns.model_middleware = arrange_model_calls(self)
+        self.turns.reports_model_calls = reported = declares_model_calls(provider)
+        self.turns.model_middleware = arrange_model_calls(self, reported=reported)
         if self.model_calls:
             require_model_calls(provider)
             call.update(self.model_calls.provider_args())

@@ -20,6 +20,7 @@ from ..config import call_config
 from ..errors import ArgsInvalid, ToolNotAllowed
 from ..run_record import AgentLimits
 from ..skill import is_skill_name
+from ..state.embeddings import SEARCH_MODES
 from ..state.sessions import session_id_problem
 from ..validation import schema_error
 from .layers import ContextRegistry, enclosing
@@ -30,7 +31,7 @@ from .workspace import resolve_workspace
 if TYPE_CHECKING:
     from ..context import Context
 
-__all__ = ["RunSettings", "settle"]
+__all__ = ["RunSettings", "memory_search_options", "settle"]
 
 #: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
 _EXCLUDED = ("agent", "agent-execute")
@@ -56,6 +57,9 @@ class RunSettings:
     config: dict[str, Any]
     #: ``model.workspace`` as an absolute folder (docs/context.md), or None.
     workspace: Path | None
+    #: How memory-search ranks this agent's memory: ``search`` (``model.context.search``)
+    #: and ``embedding_model`` (an absolute folder, or None: the default model).
+    memory_search: Mapping[str, Any]
     #: The JSON Schema the ``finish()`` value must match, or None.
     returns: Any
     #: ``model.persistent``: the run never ends on its own.
@@ -81,6 +85,9 @@ class RunSettings:
     retention: str
     #: The session this run continues, or None.
     session: str | None
+    #: Off the record: the run sees its session and writes nothing to it (no messages,
+    #: memory, summary or loaded guidance; no facts flushed to the workspace).
+    read_only: bool
     #: Budgets, spawn limits, priority and price (budget.py).
     supervision: Supervision
     #: ``model.parallel_tool_calls``: the calls of one answer run as one sandbox run.
@@ -119,11 +126,13 @@ class RunSettings:
             "exclude": list(self.exclude),
             # the served skill's own folder, which this agent's code may read (tools/paths)
             "skill_dir": self.skill_dir,
-            # its workspace (memory-search), the guidance it loaded and their folders
+            # its workspace and how memory-search ranks it, the guidance it loaded and their folders
             "workspace": str(self.workspace) if self.workspace is not None else None,
+            "memory": dict(self.memory_search),
             "loaded_skills": [],
             "loaded_folders": [],
             "retention": self.retention,
+            "read_only": self.read_only,
         }
 
 
@@ -147,6 +156,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     workspace = resolve_workspace(cm, served_skill, call)
     if workspace is not None:
         config["workspace"] = str(workspace)
+    memory_search = memory_search_options(ctx, config, cm.cwd)
     returns = args.get("returns")
     problem = schema_error(returns) if returns is not None else None
     if problem is not None:  # refused before the model is called, not at finish()
@@ -168,6 +178,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     # A session continues only for the agent an invocation serves: sub-agents started by
     # agent code never write into their caller's.
     session = ctx.internals.get("session") or served.internals.get("session")
+    read_only = session is not None and bool(ctx.internals.get("read_only") or served.internals.get("read_only"))
     if session is not None:
         if untrusted_caller:
             raise ToolNotAllowed(caller.skill.name, ctx.skill.name, "agent code may not choose a session")  # type: ignore[union-attr]
@@ -189,6 +200,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         provider=provider,
         config=config,
         workspace=workspace,
+        memory_search=memory_search,
         returns=returns,
         persistent=persistent,
         limits=limits,
@@ -201,6 +213,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         context=_task_context(ctx, args, served),
         retention=retention,
         session=session,
+        read_only=read_only,
         supervision=supervision,
         parallel=bool(config.get("parallel_tool_calls", True)),
         tool_timeout=timeout,
@@ -210,6 +223,18 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         ancestor_context_id=parent_scope.get("context_id"),
         parent_layers=enclosing(ctx),
     )
+
+
+def memory_search_options(ctx: Context, config: Mapping[str, Any], cwd: Path) -> dict[str, Any]:
+    """``model.context.search`` (checked) and ``embedding_model`` (made absolute: a
+    relative folder is relative to the working directory) of the ``model`` config: how
+    memory-search ranks an agent's memory, or a direct call's."""
+    options = config.get("context") or {}
+    search = options.get("search") or "auto"
+    if search not in SEARCH_MODES:
+        raise ArgsInvalid(ctx.skill.name, "config.context.search", f"must be one of {', '.join(SEARCH_MODES)}")
+    model = options.get("embedding_model")
+    return {"search": search, "embedding_model": str(cwd / Path(model).expanduser()) if model else None}
 
 
 def _task_context(ctx: Context, args: Mapping[str, Any], served: Context) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ SOUL.md        # Core Guardrails   whole, every run: non-negotiable constraints
 USER.md        # User Profile      whole, every run
 MEMORY.md      # Your Memory       only the chunks most relevant to the user's
 AGENTS.md                          message (see :mod:`agent_apps.state.memory`)
+HEARTBEAT.md
 =============  ==================  ============================================
 
 The whole files pass through :func:`strip_markdown`, so the model reads compact text
@@ -69,7 +70,7 @@ FRAMES: tuple[tuple[str, str, int, str], ...] = (
     ),
 )
 #: The files indexed for retrieval instead of read whole.
-MEMORY_FILES = ("MEMORY.md", "AGENTS.md")
+MEMORY_FILES = ("MEMORY.md", "AGENTS.md", "HEARTBEAT.md")
 #: Characters of one whole file in the prompt, unless ``model.context.file_chars`` says.
 FILE_CHARS = 8000
 #: The largest whole file read at all (it is cut to ``file_chars`` after that).

@@ -192,8 +192,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The invocation's options from ``--session``, ``--timeout``, ``--model`` and
-    ``--config`` (the call layer of the cascade: it wins over every config file and the
+    """The invocation's options from ``--session``, ``--read-only``, ``--timeout``,
+    ``--model`` and ``--config`` (the call layer of the cascade: it wins over every config file and the
     skill's metadata, as ``invoke(..., config=...)`` does in Python)."""
     options: dict[str, Any] = {}
     if args.session:
@@ -202,7 +202,16 @@ def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
         problem = session_id_problem(args.session)
         if problem:
             raise UsageError(f"--session: {problem}")
+        if args.read_only and not cm.state.sessions.exists(args.session):
+            raise UsageError(
+                f"--session {args.session}: no such session, and a read-only run makes none "
+                "(agent-apps sessions list shows the sessions)"
+            )
         options["session"] = args.session
+    if args.read_only:
+        if not args.session:
+            raise UsageError("--read-only applies to a session: give --session ID too")
+        options["read_only"] = True
     if args.timeout is not None:
         options["timeout"] = args.timeout
     config: dict[str, Any] = {}
@@ -508,7 +517,7 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
 
 
 def add_call_options(p: _Parser) -> None:
-    """``--model``, ``--config``, ``--session`` and ``--timeout``: what sets up a call
+    """``--model``, ``--config``, ``--session``, ``--read-only`` and ``--timeout``: what sets up a call
     (invoke, run, chat)."""
     p.add_argument("--model", metavar="ID", help="the model to use (model.model_id, above the skill's own)")
     p.add_argument(
@@ -517,6 +526,10 @@ def add_call_options(p: _Parser) -> None:
         "(repeatable; KEY dotted: model.max_turns=5; KEY:=JSON for any JSON)",
     )
     p.add_argument("--session", metavar="ID", help="continue (or start) this session: the agent sees its history")
+    p.add_argument(
+        "--read-only", action="store_true", help="off the record: the agent sees the session's history and "
+        "writes nothing to it"
+    )
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
         "after this long"

@@ -54,7 +54,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     import asyncio
 
     cm = _manager(args)
-    if args.session is None:  # a new conversation, named so that it can be taken up again
+    if args.session is None and not args.read_only:  # a new conversation, named to be taken up again
         args.session = time.strftime("chat-%Y%m%d-%H%M%S")
     options = _call_options(cm, args)
     terminal = sys.stdin.isatty()

@@ -68,6 +68,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", metavar="ID")
     p.add_argument("new", metavar="NEW")
     p.set_defaults(run=sessions_fork)
+    p = sub.add_parser(
+        "reset-guidance", parents=[common], help="forget the guidance skills a session loaded (its messages stay)"
+    )
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(run=sessions_reset_guidance)
     p = sub.add_parser("rm", parents=[common], help="remove a session and its messages (its runs stay)")
     p.add_argument("id", metavar="ID")
     p.set_defaults(run=sessions_rm)
@@ -218,6 +223,9 @@ def sessions_show(args: argparse.Namespace) -> int:
         out.write(f"  messages 1-{info.summary_through} {what}\n")
     if info.memory:
         out.write(f"  memory: {_short(json.dumps(info.memory, ensure_ascii=False), 160)}\n")
+    loaded = info.meta.get("loaded_skills")
+    if loaded:
+        out.write(f"  loaded guidance: {', '.join(map(str, loaded))}\n")
     if runs:
         out.write(f"  runs: {len(runs)} (latest {runs[0].id[:12]}, {runs[0].status})\n")
     for entry in entries:
@@ -274,6 +282,16 @@ def sessions_fork(args: argparse.Namespace) -> int:
         raise SnapshotInvalid(problem, source="NEW")
     info = open_store().sessions.fork(args.id, args.new)
     print(f"forked session {args.id} as {info.id} ({info.messages} messages)")
+    return 0
+
+
+def sessions_reset_guidance(args: argparse.Namespace) -> int:
+    forgotten = open_store().sessions.reset_guidance(args.id)
+    if forgotten:
+        names = ", ".join(forgotten)
+        print(f"session {args.id}: forgot the guidance it loaded ({names}); its messages and memory stay")
+    else:
+        print(f"session {args.id}: no loaded guidance to forget")
     return 0
 
 

@@ -70,6 +70,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("subscriptions", "id, topic, ref, created_at, created_by, authority", "id"),
     ("memory_files", "id, path, size, mtime_ns, digest, chunks, indexed_at", "id"),
     ("memory_chunks", "rowid, text, heading, line", "rowid"),
+    ("memory_vectors", "rowid, model, digest, vector", "rowid"),
     ("batch_runs", "output, idx, input_hash, run_id, started_at", "output, idx"),
 )
 
@@ -130,6 +131,7 @@ _NOUNS = {
     "subscriptions": ("subscription", "subscriptions"),
     "memory_files": ("indexed file", "indexed files"),
     "memory_chunks": ("memory chunk", "memory chunks"),
+    "memory_vectors": ("memory vector", "memory vectors"),
     "batch_runs": ("batch input run", "batch input runs"),
 }
 

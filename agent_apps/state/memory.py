@@ -23,6 +23,14 @@ turn about what ten do.
   one fits), and ranking every chunk that has them is what costs time. The rarest word
   that occurs at all is kept, unless it too is in more than :data:`MAX_POSTINGS` chunks
   and a quarter of all: then any chunk fits as well as another, and none is returned.
+* **Hybrid ranking** (``search(..., embedder=...)``, docs/context.md): each chunk's
+  text, under its heading, is also embedded (:mod:`.embeddings`) and stored once per
+  text (``memory_vectors``); the query is embedded too. Two rankings, the full-text one
+  and the chunks by cosine similarity (those at :data:`MIN_SIMILARITY` or above), each
+  cut to its best :data:`POOL` (at least four times ``k``), are fused by reciprocal rank:
+  a chunk scores ``1/(RRF_K + rank)`` in each ranking it is in, summed. A chunk that
+  both rankings find comes before one that only one finds at the same place; a
+  paraphrase that shares no word with the query is still found by meaning.
 """
 
 from __future__ import annotations
@@ -40,9 +48,21 @@ from .._markdown import strip_markdown
 from ..host_files import check_host_file, read_host_file
 
 if TYPE_CHECKING:
-    from ._db import Connection, Database, Dialect
+    import numpy as np
 
-__all__ = ["MAX_CHUNK", "MAX_MEMORY_BYTES", "Chunk", "Hit", "MemoryIndex", "chunk_markdown", "query_terms"]
+    from ._db import Connection, Database, Dialect
+    from .embeddings import Embedder
+
+__all__ = [
+    "MAX_CHUNK",
+    "MAX_MEMORY_BYTES",
+    "Chunk",
+    "Hit",
+    "MemoryIndex",
+    "chunk_markdown",
+    "embedding_text",
+    "query_terms",
+]
 
 #: Characters of one chunk at most.
 MAX_CHUNK = 1200
@@ -53,6 +73,13 @@ MAX_TERMS = 32
 #: Chunks the kept query terms may match together (the cost of ranking grows with it).
 MAX_POSTINGS = 2000
 _FILE_SHIFT = 32  # rowid = file id << 32 | chunk number
+#: Candidates each ranking contributes to hybrid ranking, at least (and four times ``k``).
+POOL = 50
+#: Reciprocal rank fusion's constant (the usual 60: ranks below the first few count about alike).
+RRF_K = 60
+#: Cosine similarity a chunk needs to be a semantic candidate: all-MiniLM-L6-v2 puts
+#: unrelated sentences below it and paraphrases above it.
+MIN_SIMILARITY = 0.2
 
 _WORD = re.compile(r"\w+")
 _ITEM = re.compile(r"^(\s{0,3})([-*+]|\d{1,9}[.)])\s+")
@@ -188,24 +215,89 @@ def _selective(conn: Connection, dialect: Dialect, terms: list[str]) -> list[str
 
 
 class MemoryIndex:
-    """``store.memory``: the chunks of workspace files, searched by full-text rank."""
+    """``store.memory``: the chunks of workspace files, searched by full-text rank, or
+    by full-text rank and meaning together (hybrid)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: Per indexed file: (its digest, the model, the chunks' rowids, their vectors),
+        #: so a search reads a file's vectors again only after the file changed.
+        self._vectors: dict[int, tuple[str, str, np.ndarray, np.ndarray]] = {}
 
     def search(
-        self, files: Sequence[str | os.PathLike[str]], query: str, *, k: int = 5, denied: Sequence[str] = ()
+        self,
+        files: Sequence[str | os.PathLike[str]],
+        query: str,
+        *,
+        k: int = 5,
+        denied: Sequence[str] = (),
+        embedder: Embedder | None = None,
     ) -> list[Hit]:
         """The ``k`` chunks of ``files`` that best match ``query`` (best first); each
         file is (re-)indexed first when it changed. ``denied``: path-policy entries no
-        file may resolve into, besides the built-in ones."""
-        ranges = []
-        for path in files:
-            ident = self.sync(path, denied=denied)
-            if ident is not None:
-                ranges.append((str(path), ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT))
+        file may resolve into, besides the built-in ones. With an ``embedder``, the ranking
+        is hybrid (see the module docstring) and the chunks' vectors are made first
+        where they are missing: this may take a while the first time."""
+        indexed = [(str(path), found) for path in files if (found := self._synced(path, denied)) is not None]
+        ranges = [(path, ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT) for path, (ident, _) in indexed]
+        if not ranges or k <= 0 or not query.strip():
+            return []
+        names = {low >> _FILE_SHIFT: path for path, low, _ in ranges}
+        if embedder is None:
+            ranked = self._full_text(ranges, query, k)
+            return [_hit(names, rowid, text, heading, line, score) for rowid, text, heading, line, score in ranked]
+        pool = max(POOL, 4 * k)
+        lexical = self._full_text(ranges, query, pool)
+        semantic = self._nearest(indexed, query, embedder, pool)
+        fused: dict[int, float] = {}
+        for ranking in ([row[0] for row in lexical], semantic):
+            for rank, rowid in enumerate(ranking, 1):
+                fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+        order = {rowid: rank for rank, rowid in enumerate([row[0] for row in lexical] + semantic)}
+        best = sorted(fused, key=lambda rowid: (-fused[rowid], order[rowid]))[:k]
+        rows: dict[int, tuple[Any, ...]] = {row[0]: row[1:4] for row in lexical}
+        missing = [rowid for rowid in best if rowid not in rows]
+        if missing:
+            with self.db.read() as conn:
+                marks = ", ".join("?" for _ in missing)
+                for rowid, text, heading, line in conn.execute(
+                    f"SELECT rowid, text, heading, line FROM memory_chunks WHERE rowid IN ({marks})", missing
+                ).fetchall():
+                    rows[rowid] = (text, heading, line)
+        return [
+            _hit(names, rowid, rows[rowid][0], rows[rowid][1], rows[rowid][2], fused[rowid], 6)
+            for rowid in best
+            if rowid in rows
+        ]
+
+    def sync(self, path: str | os.PathLike[str], *, denied: Sequence[str] = ()) -> int | None:
+        """Index ``path`` if it changed since it was indexed; its id, or None when it
+        does not exist or is refused (then its chunks are dropped). It must stay inside
+        its own folder once links are resolved."""
+        found = self._synced(path, denied)
+        return found[0] if found is not None else None
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        """Drop a file's chunks (nothing happens for a file never indexed)."""
+        key = str(Path(path).resolve())
+        with self.db.write() as conn:
+            row = conn.execute("SELECT id FROM memory_files WHERE path = ?", (key,)).fetchone()
+            if row is not None:
+                _drop(conn, int(row[0]), vectors=True)
+                conn.execute("DELETE FROM memory_files WHERE id = ?", (row[0],))
+
+    def files(self) -> list[dict[str, Any]]:
+        """The indexed files: path, size, chunks, when indexed."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT path, size, chunks, indexed_at FROM memory_files ORDER BY path").fetchall()
+        return [{"path": p, "size": s, "chunks": c, "indexed_at": t} for p, s, c, t in rows]
+
+    # -- full text -------------------------------------------------------------------
+
+    def _full_text(self, ranges: list[tuple[str, int, int]], query: str, limit: int) -> list[tuple[Any, ...]]:
+        """The best ``limit`` chunks by full-text rank: (rowid, text, heading, line, score)."""
         terms = query_terms(query)
-        if not ranges or not terms or k <= 0:
+        if not terms:
             return []
         where = " OR ".join("rowid >= ? AND rowid < ?" for _ in ranges)
         bounds = [bound for _, low, high in ranges for bound in (low, high)]
@@ -214,19 +306,88 @@ class MemoryIndex:
             terms = _selective(conn, dialect, terms)
             if not terms:
                 return []
-            rows = conn.execute(
-                dialect.fts_search.format(ranges=where), (dialect.fts_query(terms), *bounds, k)
-            ).fetchall()
-        names = {low >> _FILE_SHIFT: path for path, low, _ in ranges}
-        return [
-            Hit(text=text, file=names[rowid >> _FILE_SHIFT], line=int(line), heading=heading, score=round(score, 4))
-            for rowid, text, heading, line, score in rows
-        ]
+            return list(
+                conn.execute(
+                    dialect.fts_search.format(ranges=where), (dialect.fts_query(terms), *bounds, limit)
+                ).fetchall()
+            )
 
-    def sync(self, path: str | os.PathLike[str], *, denied: Sequence[str] = ()) -> int | None:
-        """Index ``path`` if it changed since it was indexed; its id, or None when it
-        does not exist or is refused (then its chunks are dropped). It must stay inside
-        its own folder once links are resolved."""
+    # -- meaning ---------------------------------------------------------------------
+
+    def _nearest(
+        self, indexed: list[tuple[str, tuple[int, str]]], query: str, embedder: Embedder, limit: int
+    ) -> list[int]:
+        """The rowids of the ``limit`` chunks most similar to ``query`` (at least
+        :data:`MIN_SIMILARITY`), most similar first."""
+        import numpy as np
+
+        matrices = [self._file_vectors(ident, digest, embedder) for _, (ident, digest) in indexed]
+        rowids = np.concatenate([rowids for rowids, _ in matrices])
+        if not len(rowids):
+            return []
+        vectors = np.concatenate([vectors for _, vectors in matrices])
+        similarity = vectors @ embedder.embed([query])[0]
+        best = np.argsort(-similarity, kind="stable")[:limit]
+        return [int(rowids[i]) for i in best if similarity[i] >= MIN_SIMILARITY]
+
+    def _file_vectors(self, ident: int, digest: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
+        """The rowids and vectors of one indexed file's chunks, embedding those whose
+        text has none stored yet (outside any transaction: it is the slow part)."""
+        import numpy as np
+
+        cached = self._vectors.get(ident)
+        if cached is not None and cached[:2] == (digest, embedder.name):
+            return cached[2], cached[3]
+        low, high = ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT
+        with self.db.read() as conn:
+            chunks = conn.execute(
+                "SELECT rowid, text, heading FROM memory_chunks WHERE rowid >= ? AND rowid < ? ORDER BY rowid",
+                (low, high),
+            ).fetchall()
+            stored = conn.execute(
+                "SELECT rowid, digest, vector FROM memory_vectors WHERE model = ? AND rowid >= ? AND rowid < ?",
+                (embedder.name, low, high),
+            ).fetchall()
+        by_digest = {text_digest: bytes(vector) for _, text_digest, vector in stored}
+        in_place = {int(rowid): text_digest for rowid, text_digest, _ in stored}
+        texts = [embedding_text(text, heading) for _, text, heading in chunks]
+        digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
+        new = [i for i, text_digest in enumerate(digests) if text_digest not in by_digest]
+        if new:
+            made = embedder.embed([texts[i] for i in new])
+            for i, vector in zip(new, made, strict=True):
+                by_digest[digests[i]] = vector.astype("<f4").tobytes()
+        rowids = np.array([int(row[0]) for row in chunks], dtype=np.int64)
+        joined = b"".join(by_digest[d] for d in digests)
+        vectors = np.frombuffer(joined, dtype="<f4").reshape(len(chunks), embedder.dimensions)
+        if any(in_place.get(int(row[0])) != text_digest for row, text_digest in zip(chunks, digests, strict=True)):
+            self._store_vectors(ident, digest, embedder.name, rowids, digests, by_digest)
+        self._vectors[ident] = (digest, embedder.name, rowids, vectors)
+        return rowids, vectors
+
+    def _store_vectors(
+        self, ident: int, digest: str, model: str, rowids: np.ndarray, digests: list[str], by_digest: dict[str, bytes]
+    ) -> None:
+        """Store a file's vectors, unless the file changed since its chunks were read
+        (then the next search embeds the new ones)."""
+        lock = self.db.dialect.for_update
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT digest FROM memory_files WHERE id = ?{lock}", (ident,)).fetchone()
+            if row is None or row[0] != digest:
+                return
+            conn.execute(
+                "DELETE FROM memory_vectors WHERE rowid >= ? AND rowid < ?",
+                (ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT),
+            )
+            conn.executemany(
+                "INSERT INTO memory_vectors (rowid, model, digest, vector) VALUES (?, ?, ?, ?)",
+                ((int(rowid), model, d, by_digest[d]) for rowid, d in zip(rowids, digests, strict=True)),
+            )
+
+    # -- indexing --------------------------------------------------------------------
+
+    def _synced(self, path: str | os.PathLike[str], denied: Sequence[str]) -> tuple[int, str] | None:
+        """:meth:`sync`, returning the file's id and digest."""
         folder = Path(path).parent
         key = str(Path(path).resolve())
         try:
@@ -238,7 +399,7 @@ class MemoryIndex:
         with self.db.read() as conn:
             row = conn.execute("SELECT id, size, mtime_ns, digest FROM memory_files WHERE path = ?", (key,)).fetchone()
         if row is not None and (row[1], row[2]) == (stat.st_size, stat.st_mtime_ns):
-            return int(row[0])
+            return int(row[0]), str(row[3])
         try:
             data = read_host_file(path, limit=MAX_MEMORY_BYTES, folder=folder, denied=denied)
         except OSError:
@@ -251,25 +412,10 @@ class MemoryIndex:
                     "UPDATE memory_files SET size = ?, mtime_ns = ? WHERE id = ?",
                     (stat.st_size, stat.st_mtime_ns, row[0]),
                 )
-            return int(row[0])
+            return int(row[0]), digest
         chunks = chunk_markdown(data.decode("utf-8-sig", errors="replace"))
         with self.db.write() as conn:
-            return self._index(conn, key, stat, digest, chunks)
-
-    def forget(self, path: str | os.PathLike[str]) -> None:
-        """Drop a file's chunks (nothing happens for a file never indexed)."""
-        key = str(Path(path).resolve())
-        with self.db.write() as conn:
-            row = conn.execute("SELECT id FROM memory_files WHERE path = ?", (key,)).fetchone()
-            if row is not None:
-                _drop(conn, int(row[0]))
-                conn.execute("DELETE FROM memory_files WHERE id = ?", (row[0],))
-
-    def files(self) -> list[dict[str, Any]]:
-        """The indexed files: path, size, chunks, when indexed."""
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT path, size, chunks, indexed_at FROM memory_files ORDER BY path").fetchall()
-        return [{"path": p, "size": s, "chunks": c, "indexed_at": t} for p, s, c, t in rows]
+            return self._index(conn, key, stat, digest, chunks), digest
 
     @staticmethod
     def _index(conn: Connection, key: str, stat: os.stat_result, digest: str, chunks: list[Chunk]) -> int:
@@ -282,7 +428,7 @@ class MemoryIndex:
             (key, stat.st_size, stat.st_mtime_ns, digest, len(chunks), time.time()),
         ).fetchone()
         ident = int(ident)
-        _drop(conn, ident)
+        _drop(conn, ident, vectors=False)  # the vectors stay: unchanged texts keep theirs
         base = ident << _FILE_SHIFT
         conn.executemany(
             "INSERT INTO memory_chunks (rowid, text, heading, line) VALUES (?, ?, ?, ?)",
@@ -291,8 +437,20 @@ class MemoryIndex:
         return ident
 
 
-def _drop(conn: Connection, ident: int) -> None:
-    conn.execute(
-        "DELETE FROM memory_chunks WHERE rowid >= ? AND rowid < ?",
-        (ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT),
-    )
+def embedding_text(text: str, heading: str) -> str:
+    """What is embedded of a chunk: its text under its heading (the heading says what
+    a short list item is about)."""
+    return f"{heading}: {text}" if heading else text
+
+
+def _hit(names: dict[int, str], rowid: int, text: str, heading: str, line: Any, score: float, places: int = 4) -> Hit:
+    file = names[rowid >> _FILE_SHIFT]
+    return Hit(text=text, file=file, line=int(line), heading=heading, score=round(score, places))
+
+
+def _drop(conn: Connection, ident: int, *, vectors: bool) -> None:
+    """Delete a file's chunks (and, when it is gone, their vectors)."""
+    bounds = (ident << _FILE_SHIFT, (ident + 1) << _FILE_SHIFT)
+    conn.execute("DELETE FROM memory_chunks WHERE rowid >= ? AND rowid < ?", bounds)
+    if vectors:
+        conn.execute("DELETE FROM memory_vectors WHERE rowid >= ? AND rowid < ?", bounds)

@@ -52,7 +52,7 @@ FORMAT = "agent-apps/run"
 VERSION = 1
 
 #: What an imported run's invocation may hold: how to invoke its root again.
-IMPORTED_KEYS = frozenset({"skill", "name", "args", "config", "session", "why"})
+IMPORTED_KEYS = frozenset({"skill", "name", "args", "config", "session", "read_only", "why"})
 #: The authority an imported run's root is checked under: agent code's, with every
 #: visible skill (no hidden or internal one, no wider sub-agent, no endpoint).
 IMPORTED = Authority(None, True, "a run imported from a file")
@@ -267,6 +267,8 @@ def check_imported(
     problem = session_id_problem(session) if session is not None else None
     if problem:
         refuse("session", problem)
+    if not isinstance(invocation.get("read_only", False), bool):
+        refuse("read_only", "must be true or false")
     args = invocation.get("args")
     if args is not None and not isinstance(args, dict):
         refuse("args", "must be an object")

@@ -466,6 +466,28 @@ ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
 ALTER TABLE runs ADD COLUMN stop_reason TEXT COLLATE "C";
 """
 
+_V10 = """
+-- The embeddings of memory chunks, for semantic retrieval (docs/context.md): one per chunk
+-- (its rowid in memory_chunks), the model that made it, the SHA-256 of the text embedded
+-- (a chunk whose text is unchanged keeps its vector when its file is indexed again), and
+-- the vector: float32, little-endian. Ranked by cosine in the process (no extension).
+CREATE TABLE memory_vectors (
+    rowid INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+"""
+
+_PG_V10 = f"""
+CREATE TABLE memory_vectors (
+    rowid BIGINT PRIMARY KEY,
+    model {_T} NOT NULL,
+    digest {_T} NOT NULL,
+    vector BYTEA NOT NULL
+);
+"""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -486,4 +508,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V7, _PG_V7),
     Migration(_V8, _PG_V8),
     Migration(_V9, _PG_V9),
+    Migration(_V10, _PG_V10),
 )

@@ -10,6 +10,7 @@ import builtins
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,6 +220,35 @@ class Sessions:
                 raise NotFound("session", session_id)
             meta = {**json.loads(row[0] or "{}"), **values}
             conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
+
+    def add_loaded_guidance(self, session_id: str, names: Sequence[str]) -> None:
+        """Add ``names`` to the guidance skills the session remembers, each once. A run
+        adds the names it loads (never its whole list), so a :meth:`reset_guidance`
+        while the run is in progress is not undone by it."""
+        lock = self.db.dialect.for_update
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT meta FROM sessions WHERE id = ?{lock}", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound("session", session_id)
+            meta = json.loads(row[0] or "{}")
+            loaded = [name for name in meta.get("loaded_skills") or [] if isinstance(name, str)]
+            meta["loaded_skills"] = list(dict.fromkeys([*loaded, *names]))
+            conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
+
+    def reset_guidance(self, session_id: str) -> builtins.list[str]:
+        """Forget the guidance skills the session's runs loaded (seed 004's
+        ``ResetSession``): later runs no longer get their text in the prompt nor read
+        their folders, until they load them again. The messages (those that loaded
+        them included) and the memory stay. Returns the names it forgot."""
+        lock = self.db.dialect.for_update
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT meta FROM sessions WHERE id = ?{lock}", (session_id,)).fetchone()
+            if row is None:
+                raise NotFound("session", session_id, "agent-apps sessions list shows the sessions")
+            meta = json.loads(row[0] or "{}")
+            forgotten = meta.pop("loaded_skills", None) or []
+            conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (_dump(meta), session_id))
+        return [name for name in forgotten if isinstance(name, str)]
 
     def forget_run(self, session_id: str, run_id: str, *, memory: dict[str, Any] | None) -> None:
         """Retention ``run``: remove the messages a run added and put ``memory`` back."""

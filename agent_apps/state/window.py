@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "reserve": 4096,
     "stale_turns": 4,
     "window_messages": 40,
+    "during_run": True,
 }
 
 
@@ -251,6 +252,8 @@ def compaction_options(config: Any) -> dict[str, Any]:
         value = options[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"model.compaction.{key} must be a whole number >= 0, not {value!r}")
+    if not isinstance(options["during_run"], bool):
+        raise ConfigError(f"model.compaction.during_run must be true or false, not {options['during_run']!r}")
     if not isinstance(options["strategy"], str):
         raise ConfigError(f"model.compaction.strategy must be a name, not {options['strategy']!r}")
     return options

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_apps import ConfigError, hookimpl
+from agent_apps import ArgsInvalid, ConfigError, hookimpl
 from agent_apps.agent.layers import ContextRegistry
 from agent_apps.agent.prompt import RULES, SENSITIVE_DATA
 from agent_apps.progress import ProgressPrinter
@@ -261,6 +261,76 @@ async def test_agents_md_is_searched_and_flushed_facts_are_found(context_manager
                       config={"workspace": str(workspace)})
     assert "(MEMORY.md:3, Auto-captured -- " in out["prompt"] and "Pepper" in out["prompt"]
     assert "(AGENTS.md:3, Conventions) Always run the linter" in out["prompt"]
+
+
+async def test_memory_is_found_by_meaning_with_the_embedding_model(context_manager, echo, workspace, embedder):
+    write_memory(workspace)
+    (workspace / "HEARTBEAT.md").write_text("# Checks\n\n- Every morning, look at the overnight backup job.\n")
+    config = {"workspace": str(workspace)}
+    # no word in common with its memory: found by meaning (auto: the model is installed)
+    out = await shown(context_manager, "Which beverage should I offer her?", config=config)
+    memory = out["prompt"][out["stable"] :]
+    assert "green tea, never coffee" in memory.split("[MEMORY]\n")[1].splitlines()[0]
+    assert "(HEARTBEAT.md:3, Checks) Every morning" in (
+        await shown(context_manager, "did the nightly copy of the data succeed?", config=config)
+    )["prompt"]
+    # by words only: nothing shares a word with it
+    fts = {**config, "context": {"search": "fts"}}
+    assert "[MEMORY]" not in (await shown(context_manager, "Which beverage should I offer her?", config=fts))["prompt"]
+    assert "(HEARTBEAT.md:3, Checks)" in (await shown(context_manager, "backup job", config=fts))["prompt"]
+
+
+async def test_agent_code_searches_the_way_its_agent_does(context_manager, workspace, embedder):
+    write_memory(workspace)
+    code = (
+        "own = await ctx.manager.invoke('memory-search', {'query': 'Which beverage should I offer her?'})\n"
+        "asked = await ctx.manager.invoke('memory-search', {'query': 'Which beverage should I offer her?', "
+        "'search': 'hybrid'})\n"
+        "ctx.manager.finish({'own': own, 'asked': asked})"
+    )
+    config = {"agent": "agent-scripted", "script": [{"code": code}], "workspace": str(workspace),
+              "context": {"search": "fts"}}
+    out = await context_manager.invoke("agent", {"prompt": "P", "user_message": "Go.", "config": config})
+    assert out["own"] == [] and "green tea" in out["asked"][0]["text"]
+
+
+def test_a_direct_call_searches_as_its_config_says(workspace, embedder, capsys):
+    """Outside an agent (agent-apps invoke memory-search, or a Python call) the call's own
+    model.context applies; the search arg still comes first."""
+    import json
+
+    from agent_apps.cli import main
+
+    write_memory(workspace)
+
+    def search(*argv):
+        code = main(["invoke", "memory-search", f"workspace={workspace}", "query=Which beverage should I offer her?",
+                     "--json", *argv])  # fmt: skip
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if code == 0 else err
+
+    code, hits = search()
+    assert code == 0 and "green tea" in hits[0]["text"]
+    assert search("--config", "model.context.search=fts") == (0, [])
+    assert "green tea" in search("--config", "model.context.search=fts", "search=hybrid")[1][0]["text"]
+    code, err = search("--config", "model.context.search=vectors")
+    assert code == 2 and "config.context.search: must be one of auto, hybrid, fts" in err
+    code, err = search("--config", f"model.context.embedding_model={workspace}")
+    assert code == 1 and "has no config.json, tokenizer.json, model.safetensors" in err
+
+
+async def test_a_bad_search_mode_is_refused_before_the_model_is_called(context_manager, echo, workspace, tmp_path):
+    with pytest.raises(ArgsInvalid) as caught:
+        await shown(context_manager, "hi", config={"workspace": str(workspace), "context": {"search": "vectors"}})
+    assert "config.context.search" in str(caught.value) and "auto, hybrid, fts" in str(caught.value)
+    # a model folder that holds no model: the run goes on without a memory section, and says why
+    write_memory(workspace)
+    config = {"workspace": str(workspace), "context": {"embedding_model": str(tmp_path)}}
+    got = []
+    context_manager.events.subscribe("ctx", lambda topic, e: got.append(e))
+    assert "[MEMORY]" not in (await shown(context_manager, "tea", config=config))["prompt"]
+    (start,) = [e for e in got if e["type"] == "agent-start"]
+    assert "has no config.json, tokenizer.json, model.safetensors" in start["warnings"][0]
 
 
 RETRIEVER = """

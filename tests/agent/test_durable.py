@@ -169,6 +169,20 @@ async def test_unattended_ask_checkpoints_and_a_resume_finishes_without_doing_an
     assert other.state.journal.checkpoint(run.id).pending is None
 
 
+async def test_a_run_off_the_record_is_resumed_off_the_record(durable):
+    await run_agent(durable, [{"text": "Hello."}], session="s")
+    before = durable.state.sessions.export("s")
+    with pytest.raises(ApprovalPending) as info:
+        await run_agent(durable, TURNS, session="s", read_only=True)
+    run_id = info.value.run_id
+    assert durable.state.journal.checkpoint(run_id).invocation["read_only"] is True
+    other = fresh(durable)
+    other.approve(run_id)
+    assert await other.resume(run_id) == "Done."
+    assert other.state.sessions.export("s") == before  # neither attempt wrote to the session
+    assert [a.report.get("read_only") for a in other.state.runs.agents(run_id)] == [True, True]
+
+
 @pytest.mark.parametrize("decision", ["deny", "skip"])
 async def test_a_denied_or_skipped_call_reaches_the_code_and_the_run_goes_on(durable, decision):
     turns = [

@@ -52,11 +52,11 @@ def cm(skills, tmp_path, write_skill, skills_path):
     )
 
 
-async def agent(cm, code, *, session=None, **args):
+async def agent(cm, code, *, session=None, read_only=False, **args):
     """Run ``code`` as a scripted agent's one turn; returns what it finished with."""
     config = {"agent": "agent-scripted", "script": [{"code": code}]}
     call = {"prompt": "P", "user_message": "Go.", "config": config, **args}
-    options = {"session": session} if session else {}
+    options = {"session": session, "read_only": read_only} if session else {}
     return await cm.invoke("agent", call, config={"security": {"mode": "interactive"}}, **options)
 
 
@@ -172,6 +172,50 @@ async def test_a_session_remembers_what_was_loaded(cm, skills):
     assert "## Guidance you loaded earlier" not in await cm.invoke(
         "agent", {"prompt": "P", "config": {"agent": "echo-provider"}}
     )
+
+
+async def test_reset_guidance_forgets_what_the_session_loaded_and_keeps_its_messages(cm, skills):
+    checklist = str(skills / "code-review" / "references" / "CHECKLIST.md")
+    await agent(cm, probe({"load": ("load-skills", {"skills": ["code-review"]})}), session="s1")
+    messages = cm.state.sessions.messages("s1")
+    assert cm.state.sessions.reset_guidance("s1") == ["code-review"]
+    # the next run: no text in its prompt, the folder closed again; the history is whole
+    prompt = await cm.invoke("agent", {"prompt": "P", "config": {"agent": "echo-provider"}}, session="s1")
+    assert "## Guidance you loaded earlier" not in prompt
+    again = await agent(cm, probe({"read": ("file-read", {"path": checklist})}), session="s1")
+    assert again["read"].startswith("refused: ")
+    assert cm.state.sessions.messages("s1")[: len(messages)] == messages
+    # loading it again works as the first time
+    await agent(cm, probe({"load": ("load-skills", {"skills": ["code-review"]})}), session="s1")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["code-review"]
+
+
+async def test_a_reset_during_a_run_is_not_undone_by_what_the_run_loads_next(cm, write_skill):
+    # another process resets the session's guidance while a run of it is in progress
+    write_skill("resetter", "frontmatter = {}\nasync def main(ctx, args):\n"
+                "    return ctx.manager.context_manager.state.sessions.reset_guidance('s1')\n")  # fmt: skip
+    calls = {
+        "first": ("load-skills", {"skills": ["code-review"]}),
+        "reset": ("resetter", {}),
+        "then": ("load-skills", {"skills": ["style-guide", "code-review"]}),
+    }
+    done = await agent(cm, probe(calls), session="s1")
+    assert done["reset"] == 'ok: ["code-review"]' and done["then"].startswith("ok: ")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["style-guide", "code-review"]  # loaded after it
+    calls = {"reset": ("resetter", {}), "other": ("load-skills", {"skills": ["release-steps"]})}
+    await agent(cm, probe(calls), session="s1")
+    assert cm.state.sessions.get("s1").meta["loaded_skills"] == ["release-steps"]  # not what it got from before
+
+
+async def test_guidance_loaded_off_the_record_is_not_remembered(cm, skills):
+    checklist = str(skills / "code-review" / "references" / "CHECKLIST.md")
+    await agent(cm, probe({"read": ("file-read", {"path": "nothing"})}), session="s1")  # the session exists
+    code = probe({"load": ("load-skills", {"skills": ["code-review"]}), "read": ("file-read", {"path": checklist})})
+    loaded = await agent(cm, code, session="s1", read_only=True)
+    assert loaded["load"].startswith("ok: ") and loaded["read"].startswith("ok: ")  # within the run, as usual
+    assert "loaded_skills" not in cm.state.sessions.get("s1").meta
+    later = await agent(cm, probe({"read": ("file-read", {"path": checklist})}), session="s1")
+    assert later["read"].startswith("refused: ")
 
 
 async def test_a_guidance_skill_invoked_directly_still_runs_as_an_agent(cm, skills):

@@ -95,6 +95,20 @@ async def test_runs_of_one_session_in_one_process_go_one_after_another_in_arriva
     assert tickets(cm.state, "s") == 0
 
 
+async def test_a_run_off_the_record_waits_for_the_session_and_reads_it_between_runs(cm, tmp_path):
+    (tmp_path / "A.go").write_text("")
+    assert await cm.invoke("agent", call("A"), session="s") == "A two"
+    writing = asyncio.ensure_future(cm.invoke("agent", call("B"), session="s"))
+    await wait_for(lambda: (tmp_path / "B.started").exists(), "B reached its gate")
+    (tmp_path / "R.go").write_text("")
+    reading = asyncio.ensure_future(cm.invoke("agent", call("R"), session="s", read_only=True))
+    await wait_for(lambda: tickets(cm.state, "s") == 2, "the run off the record queued")
+    assert not (tmp_path / "R.started").exists()  # it never reads B's half-written turn
+    (tmp_path / "B.go").write_text("")
+    assert await asyncio.gather(writing, reading) == ["B two", "R two"]
+    assert history(cm.state, "s") == expected("A", "B") and tickets(cm.state, "s") == 0
+
+
 async def test_other_sessions_and_runs_without_a_session_do_not_wait(cm, tmp_path):
     first = asyncio.ensure_future(cm.invoke("agent", call("A"), session="s"))
     await wait_for(lambda: (tmp_path / "A.started").exists(), "A reached its gate")

@@ -29,9 +29,11 @@ def scripted(turns, **extra):
     return {"agent": "agent-scripted", "script": turns, **extra}
 
 
-async def agent(cm, turns, *, config=None, session=None, user_message="Go.", **args):
+async def agent(cm, turns, *, config=None, session=None, user_message="Go.", read_only=False, **args):
     call = {"prompt": "Test.", "user_message": user_message, "config": {**scripted(turns), **(config or {})}, **args}
     options = {"session": session} if session else {}
+    if read_only:
+        options["read_only"] = True
     return await cm.invoke("agent", call, **options)
 
 
@@ -189,9 +191,10 @@ async def test_bad_session_ids_and_retention_values_are_clear_errors(context_man
 BIG = "x" * 2000  # about 500 tokens a message
 
 
-async def chat(cm, n, *, config, session="c"):
+async def chat(cm, n, *, config, session="c", read_only=False):
     return await agent(
-        cm, [{"text": f"reply {n} {BIG}"}], config=config, session=session, user_message=f"say {n} {BIG}"
+        cm, [{"text": f"reply {n} {BIG}"}], config=config, session=session, user_message=f"say {n} {BIG}",
+        read_only=read_only,
     )
 
 
@@ -286,6 +289,67 @@ async def test_retention_run_keeps_messages_only_while_the_run_lasts(context_man
     texts = [e.message.get("text") for e in context_manager.state.sessions.messages("r")]
     assert len(texts) == 4 and "gone" not in texts
     assert context_manager.state.sessions.get("r").memory == {"n": 1}
+
+
+# -- off the record ------------------------------------------------------------------------
+
+PROMPT_ECHO = """
+frontmatter = {
+    "params": {"type": "object"},
+    "metadata": {"visibility": "hidden", "tags": ["meta-internal", "provider"]},
+}
+async def main(ctx, args):
+    return {"messages": args.get("messages"), "prompt": args["prompt"]}
+"""
+
+
+async def test_a_read_only_run_sees_the_session_and_writes_nothing_to_it(context_manager, write_skill, tmp_path):
+    write_skill("prompt-echo", PROMPT_ECHO)
+    store = context_manager.state
+    await agent(context_manager, ONE_CALL, session="s", user_message="count once")
+    before = store.sessions.export("s")
+    # it sees the memory and the messages, and is told it is off the record
+    seen = await agent(context_manager, ONE_CALL[:1] + [{"code": "ctx.manager.finish(memory['n'])"}],
+                       session="s", read_only=True)
+    assert seen == 2
+    got = await context_manager.invoke(
+        "agent", {"prompt": "P", "config": {"agent": "prompt-echo"}}, session="s", read_only=True
+    )
+    assert [m["role"] for m in got["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert "# Off the record" in got["prompt"][len(got["prompt"]) // 2 :]
+    assert "# Off the record" not in (
+        await context_manager.invoke("agent", {"prompt": "P", "config": {"agent": "prompt-echo"}}, session="t")
+    )["prompt"]
+    # nothing of either run reached the session: messages, memory, update time
+    assert store.sessions.export("s") == before and store.sessions.get("s").memory == {"n": 1}
+    runs = store.runs.list(session="s")
+    assert [store.runs.agents(r.id)[0].report.get("read_only") for r in runs] == [True, True, None]
+    # a session that does not exist is not made, and no run is recorded
+    with pytest.raises(Exception, match="no session 'nope'"):
+        await agent(context_manager, ONE_CALL, session="nope", read_only=True)
+    assert not store.sessions.exists("nope") and not store.runs.list(session="nope")
+    with pytest.raises(ValueError, match="read_only=True applies to a session: give session=ID too"):
+        await agent(context_manager, ONE_CALL, read_only=True)
+
+
+async def test_a_read_only_run_past_the_threshold_stores_no_summary_and_flushes_no_facts(context_manager, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    summary = json.dumps({"summary": "They said 0 to 6.", "facts": ["The user counts upward."]})
+    config = {
+        "context_window": 9_000,
+        "workspace": str(workspace),
+        "compaction": {"reserve": 500, "model": {"script": [{"text": summary}]}},
+    }
+    for n in range(7):  # past the threshold, not compacted (threshold 1.0)
+        await chat(context_manager, n, config={**config, "compaction": {**config["compaction"], "threshold": 1.0}})
+    before = context_manager.state.sessions.export("c")
+    assert await chat(context_manager, 7, config=config, read_only=True)
+    (run, *_) = context_manager.state.runs.list(session="c")
+    compaction = context_manager.state.runs.agents(run.id)[0].report["compaction"]
+    assert compaction["summarized"] and compaction["facts"] == 1  # compacted for this run
+    assert context_manager.state.sessions.export("c") == before  # but nothing stored
+    assert not (workspace / "MEMORY.md").exists()
 
 
 # -- the $agent sentinel -------------------------------------------------------------------

@@ -93,6 +93,25 @@ def test_chat_turns_in_one_session_driven_through_stdin(tmp_path):
     assert "#1 user: hello" in shown.stdout and "user: more" in shown.stdout
 
 
+def test_chat_and_run_off_the_record_see_the_session_and_leave_it_as_it_was(tmp_path):
+    env = {**os.environ, "AGENT_APPS_STATE": str(tmp_path / "state.db")}
+
+    def cli(*argv, input):
+        return subprocess.run([sys.executable, "-m", "agent_apps", *argv, "-q", "--tools", "", *COUNTING], input=input,
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+
+    assert cli("chat", "--session", "c1", input="hello\n").stdout == "turn 1\n"
+    off = cli("chat", "--session", "c1", "--read-only", input="peek\npeek again\n")
+    assert off.returncode == 0 and off.stdout == "turn 2\nturn 2\n"  # each turn sees the session, none is kept
+    assert cli("run", "-", "--session", "c1", "--read-only", input="peek").stdout == "turn 2\n"
+    assert cli("chat", "--session", "c1", input="on\n").stdout == "turn 2\n"
+    refused = cli("chat", "--read-only", input="x\n")
+    assert refused.returncode == 2
+    assert refused.stderr == "error: --read-only applies to a session: give --session ID too\n"
+    refused = cli("run", "-", "--session", "c9", "--read-only", input="x")
+    assert refused.returncode == 2 and "--session c9: no such session, and a read-only run makes none" in refused.stderr
+
+
 SLOW = '[{"code": "import asyncio\\nawait asyncio.sleep(60)"}, {"text": "late"}]'
 
 

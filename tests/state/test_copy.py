@@ -18,6 +18,18 @@ from .conftest import sibling
 MEMORY = "# Notes\n\n- The user's cat is called Miso.\n- The spare key is under the blue flowerpot.\n"
 
 
+class Letters:
+    """A stand-in embedding model: letter counts (the copy moves the vectors' bytes, whatever made them)."""
+
+    name, dimensions = "letters", 26
+
+    def embed(self, texts):
+        import numpy as np
+
+        counts = np.array([[t.lower().count(chr(97 + i)) for i in range(26)] for t in texts], dtype=np.float32)
+        return counts / np.maximum(np.linalg.norm(counts, axis=1, keepdims=True), 1)
+
+
 def run(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -41,7 +53,7 @@ def fill(location: str, tmp_path) -> StateStore:
     store.schedules.finish_run(claimed.claims[0], status="error", error="it failed")
     store.subscriptions.add("deploy.*", "notify", created_by='{"agent": true}')
     (tmp_path / "MEMORY.md").write_text(MEMORY)
-    assert store.memory.search([tmp_path / "MEMORY.md"], "cat")
+    assert store.memory.search([tmp_path / "MEMORY.md"], "cat", embedder=Letters())
     store.batch_runs.start(str(tmp_path / "results.jsonl"), 0, "c0ffee", "run-of-input-0")
     return store
 
@@ -61,7 +73,7 @@ def test_a_store_copied_to_postgresql_and_back_is_the_same_row_for_row(tmp_path,
     assert code == 0, err
     assert out.startswith(
         "copied 1 session, 8 messages, 3 runs, 2 agents, 12 journal entries, 2 checkpoints, 1 schedule, "
-        "1 schedule run, 1 subscription, 1 indexed file, 2 memory chunks, 1 batch input run from "
+        "1 schedule run, 1 subscription, 1 indexed file, 2 memory chunks, 2 memory vectors, 1 batch input run from "
     )
     assert out.rstrip().endswith(f"from {source.path} to {postgres_url.replace(PASSWORD, '***')}")
     pg = StateStore(postgres_url)
@@ -75,6 +87,7 @@ def test_a_store_copied_to_postgresql_and_back_is_the_same_row_for_row(tmp_path,
     (run_id, *_) = [r.id for r in source.runs.list()]
     assert pg.journal.entries(run_id) == source.journal.entries(run_id)
     assert pg.memory.search([tmp_path / "MEMORY.md"], "where is the key")[0]["line"] == 4
+    assert pg.memory.search([tmp_path / "MEMORY.md"], "spare key", embedder=Letters())[0]["line"] == 4
     (tmp_path / "OTHER.md").write_text("- apples\n")
     assert pg.memory.search([tmp_path / "OTHER.md"], "apples")  # a new file gets a new id
     assert pg.sessions.append("s1", [{"role": "user", "text": "more"}]) == 9

@@ -138,3 +138,26 @@ def test_remove(store):
     assert not store.sessions.exists("s") and store.sessions.messages("s") == []
     with pytest.raises(NotFound, match="no session 's'"):
         store.sessions.remove("s")
+
+
+def test_reset_guidance_forgets_the_loaded_skills_and_keeps_the_rest(store):
+    store.sessions.append("s", turn(1), memory={"v": 1})
+    store.sessions.update_meta("s", {"loaded_skills": ["code-review", "deploy"], "tag": "kept"})
+    before = store.sessions.get("s")
+    assert store.sessions.reset_guidance("s") == ["code-review", "deploy"]
+    after = store.sessions.get("s")
+    assert after.meta == {"tag": "kept"} and after.memory == {"v": 1} and after.messages == before.messages
+    assert [e.message for e in store.sessions.messages("s")] == turn(1)
+    assert store.sessions.reset_guidance("s") == []  # nothing left to forget
+    with pytest.raises(NotFound, match="no session 'nope'"):
+        store.sessions.reset_guidance("nope")
+
+
+def test_loaded_guidance_is_added_each_name_once(store):
+    store.sessions.append("s", turn(1))
+    store.sessions.update_meta("s", {"tag": "kept"})
+    store.sessions.add_loaded_guidance("s", ["code-review"])
+    store.sessions.add_loaded_guidance("s", ["deploy", "code-review", "deploy"])
+    assert store.sessions.get("s").meta == {"tag": "kept", "loaded_skills": ["code-review", "deploy"]}
+    with pytest.raises(NotFound, match="no session 'nope'"):
+        store.sessions.add_loaded_guidance("nope", ["deploy"])

@@ -114,3 +114,81 @@ def test_the_index_is_a_migration_of_the_store(tmp_path, state_location):
     with store.db.read() as conn:
         assert conn.execute("SELECT count(*) FROM memory_chunks").fetchone() == (6,)
         assert conn.execute("SELECT count(*) FROM memory_files").fetchone() == (1,)
+
+
+# -- hybrid: words and meaning ------------------------------------------------------------------
+
+FACTS = """\
+# Memory
+
+- Sam's cat is called Miso.
+- Sam wants to visit Porto in October, for about a week.
+- The quarterly budget review happens every Friday afternoon.
+- Sam prefers metric units.
+- The deploy script lives in scripts/deploy.sh.
+- Sam is allergic to peanuts.
+- The database backups run nightly at 2am.
+- Sam's sister Ana lives in Lisbon.
+"""
+
+
+class Counting:
+    """The real embedder, counting the texts it embeds."""
+
+    def __init__(self, embedder):
+        self.inner, self.name, self.dimensions, self.texts = embedder, embedder.name, embedder.dimensions, []
+
+    def embed(self, texts):
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+def test_hybrid_finds_a_paraphrase_by_meaning_and_exact_matches_still_rank_first(tmp_path, state_location, embedder):
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text(FACTS)
+    store = StateStore(state_location)
+    # no word in common: full-text search finds nothing, meaning finds the cat
+    assert store.memory.search([memory], "What is the name of the pet?") == []
+    hits = store.memory.search([memory], "What is the name of the pet?", embedder=embedder)
+    assert hits[0]["text"] == "Sam's cat is called Miso." and hits[0]["line"] == 3 and hits[0]["heading"] == "Memory"
+    # by meaning alone, the allergy comes first; the chunk that has the word still ranks first
+    assert [h["text"] for h in store.memory.search([memory], "metric allergy")] == ["Sam prefers metric units."]
+    hits = store.memory.search([memory], "metric allergy", embedder=embedder)
+    assert [h["text"] for h in hits[:2]] == ["Sam prefers metric units.", "Sam is allergic to peanuts."]
+    assert hits[0]["score"] > hits[1]["score"] > 0
+    exact = [("Porto", "Sam wants to visit"), ("deploy script", "The deploy script"), ("Lisbon", "Sam's sister")]
+    for query, first in exact:
+        assert store.memory.search([memory], query, embedder=embedder)[0]["text"].startswith(first), query
+    # what bears on nothing is not returned (every chunk is far from it)
+    assert store.memory.search([memory], "how tall is mount everest", embedder=embedder) == []
+    assert store.memory.search([memory], "   ", embedder=embedder) == []
+    assert len(store.memory.search([memory], "Sam", k=2, embedder=embedder)) == 2
+
+
+def test_vectors_are_made_once_per_text_and_follow_the_file(tmp_path, state_location, embedder):
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text(FACTS)
+    counting = Counting(embedder)
+    store = StateStore(state_location)
+    store.memory.search([memory], "pet", embedder=counting)
+    assert len(counting.texts) == 8 + 1  # every chunk, then the query
+    assert counting.texts[0] == "Memory: Sam's cat is called Miso."  # the text under its heading
+    store.memory.search([memory], "pet", embedder=counting)
+    assert len(counting.texts) == 8 + 2  # only the query: the vectors are kept
+    # another process (another index on the same store) reads them, it does not make them again
+    other, fresh = StateStore(state_location), Counting(embedder)
+    assert other.memory.search([memory], "pet", embedder=fresh)[0]["line"] == 3 and len(fresh.texts) == 1
+    # a fact appended (as compaction does): only it is embedded; the others keep their vectors
+    memory.write_text(FACTS + "\n## Auto-captured -- 2026-05-09\n\n- Sam adopted a puppy named Bolt.\n")
+    hits = store.memory.search([memory], "a young dog", embedder=counting)
+    assert counting.texts[-2:] == ["Auto-captured -- 2026-05-09: Sam adopted a puppy named Bolt.", "a young dog"]
+    assert hits[0]["text"] == "Sam adopted a puppy named Bolt." and hits[0]["line"] == 14
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone() == (9,)
+    # an empty file has no chunks and no vectors; a file that is gone loses both
+    memory.write_text("")
+    assert store.memory.search([memory], "pet", embedder=counting) == []
+    memory.unlink()
+    assert store.memory.search([memory], "pet", embedder=counting) == []
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone() == (0,)

@@ -284,3 +284,42 @@ def test_the_state_env_variable_points_elsewhere(capsys, state_location, monkeyp
     code, out, _ = run(capsys, "sessions", "list", "--json")
     assert [s["id"] for s in json.loads(out)] == ["far"]
     assert not os.path.exists(Path(agent_apps_home()) / "state.db")
+
+
+def test_a_read_only_run_sees_the_session_and_writes_nothing_to_it(capsys, skills, state_location, monkeypatch):
+    monkeypatch.setenv("AGENT_APPS_STATE", state_location)
+    code, out, err = run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=one")
+    assert code == 0 and "→ 1" in err
+    exported = run(capsys, "sessions", "export", "s1")[1]
+    code, out, err = run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "--read-only", "task=two")
+    assert code == 0 and out.strip() == "Counted." and "→ 2" in err  # it saw the session's memory
+    assert run(capsys, "sessions", "export", "s1")[1] == exported  # and changed nothing of it
+    code, out, _ = run(capsys, "runs", "list", "--session", "s1", "--json")
+    (off, on) = json.loads(out)
+    code, out, _ = run(capsys, "runs", "show", off["id"], "--json")
+    assert json.loads(out)["agents"][0]["report"]["read_only"] is True
+    code, out, _ = run(capsys, "runs", "show", on["id"], "--json")
+    assert "read_only" not in json.loads(out)["agents"][0]["report"]
+    # a session that does not exist is not made by a read-only run
+    code, _, err = run(capsys, "invoke", "counter", "--path", skills, "--session", "s9", "--read-only", "task=x")
+    assert code == 2 and "--session s9: no such session, and a read-only run makes none" in err
+    assert [s["id"] for s in json.loads(run(capsys, "sessions", "list", "--json")[1])] == ["s1"]
+    code, _, err = run(capsys, "invoke", "counter", "--path", skills, "--read-only", "task=x")
+    assert code == 2 and err.strip() == "error: --read-only applies to a session: give --session ID too"
+
+
+def test_reset_guidance_on_the_command_line(capsys, skills, state_location, monkeypatch):
+    monkeypatch.setenv("AGENT_APPS_STATE", state_location)
+    run(capsys, "invoke", "counter", "--path", skills, "--session", "s1", "task=one")
+    StateStore(state_location).sessions.update_meta("s1", {"loaded_skills": ["code-review"]})
+    assert "loaded guidance: code-review" in run(capsys, "sessions", "show", "s1")[1]
+    code, out, _ = run(capsys, "sessions", "reset-guidance", "s1")
+    assert code == 0 and out.strip() == (
+        "session s1: forgot the guidance it loaded (code-review); its messages and memory stay"
+    )
+    code, out, _ = run(capsys, "sessions", "show", "s1")
+    assert "loaded guidance" not in out and "#1 user: one" in out and '"n": 1' in out
+    code, out, _ = run(capsys, "sessions", "reset-guidance", "s1")
+    assert code == 0 and out.strip() == "session s1: no loaded guidance to forget"
+    code, _, err = run(capsys, "sessions", "reset-guidance", "s9")
+    assert code == 2 and "no session 's9'" in err

@@ -150,7 +150,9 @@ class _Model:
             if self.with_messages:
                 event.update(messages=list(conversation), system=system)
             directive = await self.hook(event)
-            sent = {"system": directive.get("system", system), "messages": directive.get("messages", conversation)}
+            # a copy: what this call was sent, whatever the conversation becomes
+            messages = list(directive.get("messages", conversation))
+            sent = {"system": directive.get("system", system), "messages": messages}
             started = time.perf_counter()
             replayed = "response" in directive
             if replayed:
