@@ -108,6 +108,8 @@ _KNOWN: dict[tuple[str, ...], str] = {
     ("model", "context_keep"): _INT,
     ("model", "temperature"): _NUM,
     ("model", "max_tokens"): _INT,
+    ("model", "thinking"): _MAP,  # extended thinking: mapped to each provider's reasoning settings
+    ("model", "thinking", "budget_tokens"): _INT,
     ("model", "sandbox"): _MAP,
     ("model", "sandbox", "timeout"): _NUM,
     ("model", "sandbox", "memory_mb"): _INT,

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .allowed_tools import check_call
+from .attachments import AttachmentInvalid, load
 from .context import Context, Finish, Signal
-from .errors import AgentAppsError, LimitExceeded, SkillFailed, ToolNotAllowed
+from .errors import AgentAppsError, ArgsInvalid, LimitExceeded, SkillFailed, ToolNotAllowed
 from .middleware import check_untrusted_middleware
 from .skill import PROMPT_EXECUTOR
 from .validation import validate_args, validate_result
@@ -45,7 +46,7 @@ __all__ = ["OPTIONS", "invoke"]
 OPTIONS = frozenset(
     {
         "middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "read_only",
-        "run", "context",
+        "run", "attachments", "context",
     }
 )
 
@@ -80,10 +81,11 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
                 )
         if parent is not None and middleware and parent.internals.get("untrusted"):
             check_untrusted_middleware(cm, parent, skill, middleware)
-        # 4. Args (and the keys of the call's config).
+        # 4. Args (and the keys of the call's config, and the attachments).
         args = validate_args(skill, args)
         if config:
             cm.check_call_config(config)
+        attachments = _attachments(cm, skill, parent, options.get("attachments"))
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise
@@ -104,6 +106,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["session"] = options["session"]
         if options.get("read_only"):  # ... off the record: it sees the session and writes nothing to it
             ctx.internals["read_only"] = True
+    if attachments:  # the agent this invocation serves gets them with the user's message
+        ctx.internals["attachments"] = attachments
     if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
         ctx.internals["context"] = options["context"]
     if options.get("nonlocals"):
@@ -174,6 +178,19 @@ async def _in_thread(ctx: Context, main: Any) -> Any:
     ctx._cm._loop_for_threads = loop
     call = functools.partial(contextvars.copy_context().run, main, ctx, ctx.args)
     return await loop.run_in_executor(None, call)
+
+
+def _attachments(cm: ContextManager, skill: Skill, parent: Context | None, given: Any) -> list[dict[str, Any]]:
+    """The ``attachments=`` option as checked media parts (docs/agent.md,
+    "Attachments"); a file is read now, so its bytes are what the run keeps. Only a
+    trusted caller may name files."""
+    if given is None:
+        return []
+    files = parent is None or not parent.internals.get("untrusted")
+    try:
+        return load(given, files=files, cwd=cm.cwd)
+    except AttachmentInvalid as exc:
+        raise ArgsInvalid(skill.name, exc.path, str(exc)) from None
 
 
 def _tag(exc: AgentAppsError, depth: int) -> None:

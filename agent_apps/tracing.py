@@ -12,9 +12,17 @@ its parent invocation's, so one run is one trace. While a skill runs, its span i
 current OpenTelemetry context, so spans others make below it (Strands' model and
 tool spans, an instrumented HTTP client) join the same trace.
 
-Span names: ``invoke NAME`` per skill invocation, ``agent NAME`` attributes on the
-``agent`` invocation's span, ``turn N`` per model turn and ``model call`` per model
-request. Attributes use the ``agent_apps.`` prefix (run id, agent id, depth, skill).
+A callback a provider calls (the agent's ``invoke`` tool, its hook) nests under the
+provider's span of the moment when that span is in the same trace: the code a tool call
+runs, and the skills it calls, hang under Strands' ``execute_tool invoke``.
+
+Span names: ``invoke NAME`` per skill invocation, ``turn N`` per model turn and
+``chat MODEL`` per model request (the provider's own span for it is left out: each model
+call appears once). Attributes use the ``agent_apps.`` prefix (run id, agent id, depth,
+skill), and the GenAI semantic conventions where they apply (:func:`gen_ai`): the
+``agent`` span is ``invoke_agent``, a model call ``chat`` with the model, the provider
+and the token usage, the ``invoke`` tool's callback ``execute_tool``. Their names come
+from the ``opentelemetry-semantic-conventions`` package.
 """
 
 from __future__ import annotations
@@ -26,7 +34,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["Span", "annotate", "configure_from_env", "end", "start_invocation", "start_span", "trace_id", "tracer"]
+__all__ = [
+    "Span",
+    "annotate",
+    "configure_from_env",
+    "end",
+    "gen_ai",
+    "start_invocation",
+    "start_span",
+    "trace_id",
+    "tracer",
+]
 
 _tracer: Any = None
 
@@ -67,6 +85,11 @@ def start_invocation(ctx: Context) -> Span | None:
     from opentelemetry import context, trace
 
     parent = _parent_span(ctx.parent)
+    if parent is not None and ctx.skill.kind == "callback":  # a provider calling back: under its span
+        current = trace.get_current_span()
+        here = current.get_span_context()
+        if here.is_valid and here.trace_id == parent.get_span_context().trace_id:
+            parent = current
     parent_context = trace.set_span_in_context(parent) if parent is not None else None
     span = t.start_span(
         f"invoke {ctx.skill.name}",
@@ -92,6 +115,47 @@ def start_span(name: str, parent: Span | Any | None, attributes: dict[str, Any] 
 def annotate(span: Span | None, attributes: dict[str, Any]) -> None:
     if span is not None:
         span.span.set_attributes(_clean(attributes))
+
+
+def gen_ai(
+    span: Span | None,
+    operation: str | None = None,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+    agent: str | None = None,
+    tool: str | None = None,
+    usage: dict[str, Any] | None = None,
+    finish_reason: str | None = None,
+) -> None:
+    """Set the GenAI semantic-convention attributes of ``span`` (a no-op without one).
+
+    ``provider`` is also ``gen_ai.system``, its older name, which tools still read; a
+    provider the conventions name (``bedrock``, ``anthropic``, ``openai``) takes their
+    value (``aws.bedrock``...)."""
+    if span is None:
+        return
+    try:
+        from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
+    except ImportError:  # an SDK without the conventions package: the agent_apps.* attributes stay
+        return
+
+    attributes: dict[str, Any] = {}
+    if operation is not None:
+        attributes[g.GEN_AI_OPERATION_NAME] = operation
+    if provider is not None:
+        known = {"bedrock": g.GenAiProviderNameValues.AWS_BEDROCK, "anthropic": g.GenAiProviderNameValues.ANTHROPIC}
+        named = known.get(provider) or getattr(g.GenAiProviderNameValues, provider.upper(), None)
+        attributes[g.GEN_AI_PROVIDER_NAME] = attributes[g.GEN_AI_SYSTEM] = named.value if named else provider
+    for name, value in ((g.GEN_AI_REQUEST_MODEL, model), (g.GEN_AI_AGENT_NAME, agent), (g.GEN_AI_TOOL_NAME, tool)):
+        if value is not None:
+            attributes[name] = value
+    for name, key in ((g.GEN_AI_USAGE_INPUT_TOKENS, "input_tokens"), (g.GEN_AI_USAGE_OUTPUT_TOKENS, "output_tokens")):
+        if usage and isinstance(usage.get(key), int):
+            attributes[name] = usage[key]
+    if isinstance(finish_reason, str):
+        attributes[g.GEN_AI_RESPONSE_FINISH_REASONS] = [finish_reason]
+    span.span.set_attributes(attributes)
 
 
 def end(span: Span | None, error: BaseException | None = None) -> None:

@@ -16,6 +16,12 @@ frontmatter = {
             "events": {"type": "string", "description": "event-bus topic for live agent events"},
             "name": {"type": "string", "description": "display name in logs and events"},
             "memory": {"type": "object", "description": "JSON data seeded into the sandbox's memory"},
+            "attachments": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "images and documents for the user message: "
+                "[{type: image|document, format, data (base64), name?}]",
+            },
             "context": {
                 "type": ["string", "object"],
                 "description": "per-task context: a dynamic layer of the system prompt after the stable ones; "

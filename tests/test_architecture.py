@@ -21,8 +21,8 @@ FLOORS = {
     "_simple_schema": 0, "_yaml_depth": 0, "host_files": 0, "terminal": 0, "tracing": 0, "progress": 0,
     # when a schedule is due (the store computes next due times with it)
     "timing": 1,
-    # what a skill is, where an invocation sits in its run, the parse cache
-    "skill": 1, "run_record": 1, "parse_cache": 1,
+    # what a skill is, where an invocation sits in its run, the parse cache, attachments
+    "skill": 1, "run_record": 1, "parse_cache": 1, "attachments": 1,
     # the kernel's rules: the config cascade, allowed-tools, validation, the Context
     "config": 2, "allowed_tools": 2, "validation": 2, "context": 2,
     "budget": 3, "agentskills": 3, "authority": 3, "middleware": 3,

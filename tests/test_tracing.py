@@ -75,9 +75,9 @@ print(json.dumps({"result": result, "report_trace": report["trace_id"], "spans":
     assert data["result"] == "done"
     spans = data["spans"]
     names = [s["name"] for s in spans]
-    for name in ("invoke agent", "invoke agent-scripted", "turn 1", "turn 2", "model call", "invoke count"):
+    for name in ("invoke agent", "invoke agent-scripted", "turn 1", "turn 2", "chat", "invoke count"):
         assert name in names, names
-    assert names.count("model call") == 2
+    assert names.count("chat") == 2  # agent-scripted names no model
     assert {s["trace"] for s in spans} == {data["report_trace"]}  # one trace, the run record's
     by_id = {s["id"]: s for s in spans}
     agent = next(s for s in spans if s["name"] == "invoke agent")
@@ -92,28 +92,66 @@ print(json.dumps({"result": result, "report_trace": report["trace_id"], "spans":
 
 
 @pytest.mark.skipif(importlib.util.find_spec("strands") is None, reason="needs the strands extra")
-def test_strands_spans_join_the_runs_trace():
+def test_strands_spans_join_the_runs_trace_with_tool_code_under_execute_tool_and_one_span_a_model_call():
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
+
     data = python(
         SETUP
         + TRACED
         + """
 from agent_apps.testing.bedrock import FakeBedrock
 model = "anthropic.claude-fake-v1:0"
+code = "print(await ctx.manager.invoke('count', {'text': 'a b c'}))"
 with FakeBedrock(model_ids=[model]) as fake:
-    fake.add_turns("hello")
+    fake.add_turns({"tool_uses": [{"name": "invoke", "input": {"code": code}}], "usage": {"input_tokens": 900,
+                    "output_tokens": 30}}, {"text": "hello", "usage": {"input_tokens": 950, "output_tokens": 2}})
     config = {"agent": "agent-strands", "model_id": model, "endpoint_url": fake.endpoint_url, "region": "us-east-1"}
     result = asyncio.run(cm.invoke("agent", {"prompt": "P", "config": config}))
-spans = [{"name": s.name, "trace": format(s.context.trace_id, "032x"), "scope": s.instrumentation_scope.name}
+spans = [{"name": s.name, "trace": format(s.context.trace_id, "032x"), "scope": s.instrumentation_scope.name,
+          "id": s.context.span_id, "parent": s.parent.span_id if s.parent else None,
+          "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in s.attributes.items()}}
          for s in exporter.get_finished_spans()]
 print(json.dumps({"result": result, "spans": spans}))
 """,
         env={"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"},
     )
     assert data["result"] == "hello"
-    theirs = [s for s in data["spans"] if s["scope"] != "agent_apps"]
-    ours = [s for s in data["spans"] if s["scope"] == "agent_apps"]
+    spans = data["spans"]
+    theirs = [s for s in spans if s["scope"] != "agent_apps"]
+    ours = [s for s in spans if s["scope"] == "agent_apps"]
     assert theirs and ours
-    assert {s["trace"] for s in data["spans"]} == {ours[0]["trace"]}
+    assert {s["trace"] for s in spans} == {ours[0]["trace"]}
+    by_id = {s["id"]: s for s in spans}
+
+    def ancestors(span):
+        chain = []
+        while span["parent"] is not None:
+            span = by_id[span["parent"]]
+            chain.append(span["name"])
+        return chain
+
+    # the tool call's code, and the skill it called, nest under Strands' execute_tool span
+    count = next(s for s in spans if s["name"] == "invoke count")
+    assert ancestors(count)[:3] == ["invoke agent-code", "invoke agent-invoke", "execute_tool invoke"]
+    tool = next(s for s in spans if s["name"] == "invoke agent-invoke")
+    assert tool["attrs"][g.GEN_AI_OPERATION_NAME] == "execute_tool" and tool["attrs"][g.GEN_AI_TOOL_NAME] == "invoke"
+    # each model call appears once: ours, named for the model, with the GenAI attributes
+    calls = [s for s in spans if s["attrs"].get(g.GEN_AI_OPERATION_NAME) == "chat"]
+    assert [s["name"] for s in calls] == [f"chat {MODEL}"] * 2
+    assert [(s["attrs"][g.GEN_AI_USAGE_INPUT_TOKENS], s["attrs"][g.GEN_AI_USAGE_OUTPUT_TOKENS]) for s in calls] == [
+        (900, 30),
+        (950, 2),
+    ]
+    first = calls[0]["attrs"]
+    assert first[g.GEN_AI_REQUEST_MODEL] == MODEL
+    assert first[g.GEN_AI_PROVIDER_NAME] == first[g.GEN_AI_SYSTEM] == g.GenAiProviderNameValues.AWS_BEDROCK.value
+    assert first[g.GEN_AI_RESPONSE_FINISH_REASONS] == ["tool_use"]
+    assert ancestors(calls[0])[-2:] == ["turn 1", "invoke agent"]
+    agent = next(s for s in spans if s["name"] == "invoke agent")
+    assert agent["attrs"][g.GEN_AI_OPERATION_NAME] == "invoke_agent" and agent["attrs"][g.GEN_AI_REQUEST_MODEL] == MODEL
+
+
+MODEL = "anthropic.claude-fake-v1:0"
 
 
 def test_without_a_tracer_provider_nothing_is_imported():
@@ -146,6 +184,6 @@ def test_the_command_line_exports_spans_as_the_otel_variables_say(tmp_path, skil
 
     out = invoke("console")
     assert out.returncode == 0 and out.stdout == "hi\n", out.stderr
-    assert '"name": "invoke agent"' in out.stderr and '"name": "model call"' in out.stderr
+    assert '"name": "invoke agent"' in out.stderr and '"name": "chat"' in out.stderr
     bad = invoke("zipkin")
     assert bad.returncode == 1 and "OTEL_TRACES_EXPORTER='zipkin'" in bad.stderr

@@ -16,7 +16,8 @@ layer is the outermost:
 An agent started by this run's code keeps its guardrails and model-level middleware
 (they are handed down in the ``agent`` scope). A one-shot model call made below it
 (``ctx.llm``, one_shot.py) keeps its model-level middleware; guardrails judge an agent's
-turns only. A feature that sits around model calls is one more interceptor registered here.
+turns only. A feature that sits around model calls
+is one more interceptor registered here.
 """
 
 from __future__ import annotations

@@ -418,7 +418,8 @@ def failure(exc: BaseException) -> dict[str, Any]:
 
 def invocation_of(root: Context) -> dict[str, Any]:
     """How to invoke a run's root again: its skill (by name, or file), args, call
-    config and session (and whether off the record), and where skills were found; for deferred work (a scheduled
+    config, session (and whether off the record) and attachments, and where skills were found; for
+    deferred work (a scheduled
     run), the skill it runs and the ``authority`` it runs under. ``skill`` is None when
     it cannot be invoked again (an anonymous skill, a callback), with ``why``."""
     cm = root.manager.context_manager
@@ -429,6 +430,7 @@ def invocation_of(root: Context) -> dict[str, Any]:
         "config": root.internals.get("config"),
         "session": root.internals.get("session"),
         **({"read_only": True} if root.internals.get("read_only") else {}),
+        "attachments": root.internals.get("attachments"),
         "path": [str(r.path) for r in cm.roots() if r.origin == "path"],
         "cwd": str(cm.cwd),
     }
@@ -480,7 +482,7 @@ async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
         journal = RunJournal(store, run.id, checkpoint=point, entries=entries)
         invocation = point.invocation
         internals = {**(options.pop("internals", None) or {}), _ROOT_KEY: journal}
-        for key in ("config", "session", "read_only"):  # off the record the first time: off it again
+        for key in ("config", "session", "read_only", "attachments"):  # off the record the first time: off it again
             if invocation.get(key) and key not in options:
                 options[key] = invocation[key]
         authority = Authority.from_json(invocation.get("authority"))

@@ -20,11 +20,12 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..sandbox import RunResult
 from ..skill import Skill
 from ..validation import schema_problem
 from .limits import JOIN_GRACE
-from .prompt import cap
+from .prompt import INVOKE_TOOL, cap
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -104,6 +105,7 @@ class CodeExecutor:
 
     async def invoke(self, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
         """Run the model's code as an anonymous, untrusted skill through the pipeline."""
+        tracing.gen_ai(ctx.span, "execute_tool", tool=INVOKE_TOOL["name"])
         run = self.run
         state, settings = run.state, run.settings
         if state.halted is not None:

@@ -9,8 +9,9 @@ The agent policy already hears every step of a run through the hook events; the
   (the user's message with the first turn, a hook's "continue" message with the next),
   so no provider needs to know about storage, and a crash loses at most the turn in
   flight;
-* the **report**, written after every turn and when the run ends: per turn the model's
-  text and reasoning, its timings, usage, cost and finish reason, and its tool calls
+* the **report**, written after every turn and when the run ends: the user message's
+  attachments (without their bytes); per turn the model's text and reasoning (with a
+  short summary), its timings, usage, cost and finish reason, and its tool calls
   (the code of each invoke call, the result the model read, latency, whether it was
   skipped) with the host calls their code made (skill, args, result or error, latency,
   whether a hook or the approver skipped or answered it, metrics); and the totals. An
@@ -18,11 +19,15 @@ The agent policy already hears every step of a run through the hook events; the
 * the **turn in flight**, written for watchers (the console) as it changes, at most
   every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
 
+The user's message carries the run's attachments (``media``), and each assistant
+message the reasoning its turn reported (``reasoning``), as seed 004 keeps thoughts
+with the assistant's message.
+
 Content is bounded (:mod:`agent_apps.agent.content`). Retention (``model.retention``)
 decides what is kept once the run ends: ``permanent`` everything; ``run`` the messages
 and memory while the run lasts, removed when it ends; ``none`` no message content at
 all. Reports of runs that are not ``permanent`` keep no content either (no user
-message, text, reasoning, code, args, result or error message), while they run or
+message, text, reasoning, attachment names, code, args, result or error message), while they run or
 after: only ids, statuses, counts, sizes, timings, usage and cost.
 
 A run **off the record** (``read_only``) reads its session and writes nothing to it:
@@ -37,11 +42,12 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..attachments import describe
 from ..errors import AgentAppsError, ApprovalPending, BudgetExceeded, Cancelled
-from ..state.messages import Message, estimate_text
+from ..state.messages import Message, estimate_text, reasoning_summary
 from .content import TEXT_LIMIT, ContentBudget, dumps, json_size
 
 if TYPE_CHECKING:
@@ -82,6 +88,7 @@ class Recorder:
         model: str | None,
         retention: str,
         user_message: str,
+        attachments: Sequence[dict[str, Any]] = (),
         journal: AgentJournal | None = None,
         read_only: bool = False,
         price: Price | None = None,
@@ -122,12 +129,20 @@ class Recorder:
             self.report["parent_call"] = caller[1]
         if self.keeps_content:
             self.content.text(self.report, "user_message", user_message)
+        if attachments:
+            described = describe(attachments)
+            self.report["attachments"] = (
+                described if self.keeps_content else [{k: v for k, v in d.items() if k != "name"} for d in described]
+            )
         self.steps: list[dict[str, Any]] = []
         self.compaction: dict[str, Any] | None = None
         #: the compactions during the run (compaction.RunCompaction), each with its turn
         self.compactions: list[dict[str, Any]] = []
+        first: Message = {"role": "user", "text": user_message}
+        if attachments:
+            first["media"] = [dict(part) for part in attachments]
         #: user-side messages waiting for the next turn to end
-        self._pending: list[Message] = [{"role": "user", "text": user_message}]
+        self._pending: list[Message] = [first]
         self._step: dict[str, Any] | None = None
         self._closed: dict[str, Any] | None = None  # the step whose turn ended, until it is stored
         self._text: list[str] = []
@@ -372,10 +387,16 @@ class Recorder:
 
         text = event.get("result")
         assistant: Message = {"role": "assistant", "text": str(text if text is not None else "".join(self._text))}
+        reasoning = "".join(self._reasoning)
+        if reasoning:
+            assistant["reasoning"] = reasoning
         if self.keeps_content:
             self.content.text(step, "text", assistant["text"])
-            if self._reasoning:
-                self.content.text(step, "reasoning", "".join(self._reasoning))
+            if reasoning:
+                self.content.text(step, "reasoning", reasoning)
+                step["reasoning_summary"] = reasoning_summary(reasoning)
+        elif reasoning:
+            step["reasoning_chars"] = len(reasoning)
         if self._calls:
             assistant["tool_calls"] = self._calls  # type: ignore[typeddict-item]
         batch = [*self._pending, assistant, *self._results]

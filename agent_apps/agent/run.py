@@ -72,14 +72,13 @@ from .prompt import INVOKE_TOOL
 from .recorder import Recorder, error_of
 from .reporting import RunReporter
 from .run_state import RunState
-from .settings import settle
+from .settings import settle, takes_arg
 from .stopping import StopControl
 from .turns import HOOK_PARAMS, TurnPolicy
 
 if TYPE_CHECKING:
     from ..allowed_tools import Visible
     from ..context import Context
-    from ..skill import Skill
 
 __all__ = ["AgentRun"]
 
@@ -189,6 +188,7 @@ class AgentRun:
             model=settings.config.get("model_id"),
             retention=settings.retention,
             user_message=settings.user_message,
+            attachments=settings.attachments,
             journal=journal,
             read_only=settings.read_only,
             price=settings.supervision.price,
@@ -241,6 +241,7 @@ class AgentRun:
         )
         ids = {f"agent_apps.{key}": value for key, value in self.reporter.ids().items()}
         tracing.annotate(self.ctx.span, {"agent_apps.agent": settings.name, **ids})
+        tracing.gen_ai(self.ctx.span, "invoke_agent", agent=settings.name, model=settings.config.get("model_id"))
         return context
 
     async def _recall(self, context: Assembled, visible: Visible) -> list[Any]:
@@ -341,8 +342,10 @@ class AgentRun:
         if self.model_calls:
             require_model_calls(provider)
             call.update(self.model_calls.provider_args())
-        if _takes_arg(provider, "stable_prefix"):  # where a prompt cache may end
+        if takes_arg(provider, "stable_prefix"):  # where a prompt cache may end
             call["stable_prefix"] = context.composed.stable_prefix
+        if settings.attachments:  # settle() refused a provider that cannot take them
+            call["attachments"] = list(settings.attachments)
         # A cancel (the deadline, cm.cancel, a parent's cancel) stops the provider even
         # when it does not look at its signal.
         text = await ctx.signal.guard(ctx.manager.invoke(settings.provider, call))
@@ -429,10 +432,3 @@ class AgentRun:
 
     def _error_of(self, exc: BaseException) -> dict[str, Any]:
         return error_of(exc, self.ctx.signal)
-
-
-def _takes_arg(provider: Skill, arg: str) -> bool:
-    """Whether the provider skill takes ``arg`` (optional args newer than a provider
-    are sent only to providers that say they take them)."""
-    props = (provider.params or {}).get("properties")
-    return isinstance(props, dict) and arg in props

@@ -9,15 +9,17 @@ pydantic-ai draws the same line between ``GraphAgentDeps`` and ``GraphAgentState
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..attachments import AttachmentInvalid, load
 from ..authority import check_untrusted_agent_args
 from ..budget import Supervision, supervision_config
 from ..config import call_config
-from ..errors import ArgsInvalid, ToolNotAllowed
+from ..errors import AgentAppsError, ArgsInvalid, ToolNotAllowed
 from ..run_record import AgentLimits
 from ..skill import is_skill_name
 from ..state.embeddings import SEARCH_MODES
@@ -30,8 +32,14 @@ from .workspace import resolve_workspace
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..skill import Skill
 
-__all__ = ["RunSettings", "memory_search_options", "settle"]
+__all__ = ["MIN_THINKING_TOKENS", "RunSettings", "memory_search_options", "settle", "takes_arg", "warn_once"]
+
+_log = logging.getLogger("agent_apps.agent")
+#: The smallest ``model.thinking.budget_tokens``: Anthropic's (and so Bedrock's) minimum.
+MIN_THINKING_TOKENS = 1024
+_warned: set[tuple[str, ...]] = set()
 
 #: Skills an agent never sees among its tools: itself, and the skill that runs a prompt.
 _EXCLUDED = ("agent", "agent-execute")
@@ -76,6 +84,8 @@ class RunSettings:
     prompt: str
     #: The task: the first user message.
     user_message: str
+    #: Images and documents that go with the user message: media parts (attachments.py).
+    attachments: tuple[dict[str, Any], ...]
     #: What the caller seeds the sandbox's ``memory`` with.
     memory: Mapping[str, Any]
     #: The caller's per-task context (the ``context`` layer): ``{text, merge_parent,
@@ -190,6 +200,8 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     provider: str = config.get("agent") or "agent-strands"
     if not is_skill_name(provider):
         raise ArgsInvalid(ctx.skill.name, "config.agent", f"the provider must be a skill name, not {provider!r}")
+    attachments = _attachments(ctx, args, served, provider)
+    _check_thinking(ctx, config, provider)
     parent_scope = ctx.nonlocals.get("agent") or {}
     # Nested agents hide the skills their ancestors serve, too (no loops through them).
     inherited = [*parent_scope.get("exclude", ()), parent_scope.get("skill_name")]
@@ -209,6 +221,7 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
         skill_dir=served_skill.folder,
         prompt=args.get("prompt") or _PROMPT,
         user_message=args.get("user_message") or _USER_MESSAGE,
+        attachments=attachments,
         memory=dict(args.get("memory") or {}),
         context=_task_context(ctx, args, served),
         retention=retention,
@@ -235,6 +248,73 @@ def memory_search_options(ctx: Context, config: Mapping[str, Any], cwd: Path) ->
         raise ArgsInvalid(ctx.skill.name, "config.context.search", f"must be one of {', '.join(SEARCH_MODES)}")
     model = options.get("embedding_model")
     return {"search": search, "embedding_model": str(cwd / Path(model).expanduser()) if model else None}
+def takes_arg(provider: Skill, arg: str) -> bool:
+    """Whether the provider skill takes ``arg`` (optional args newer than a provider
+    are sent only to providers that say they take them)."""
+    props = (provider.params or {}).get("properties")
+    return isinstance(props, dict) and arg in props
+
+
+def _attachments(ctx: Context, args: Mapping[str, Any], served: Context, provider: str) -> tuple[dict[str, Any], ...]:
+    """The images and documents for the user message: the ``attachments`` arg (media
+    parts, never paths: agent code may give it), else the ``attachments=`` option of
+    this invocation or of the one it serves (checked by the pipeline). Refused when the
+    provider cannot take them."""
+    given = args.get("attachments")
+    try:
+        parts = load(given, files=False) if given is not None else []
+    except AttachmentInvalid as exc:
+        raise ArgsInvalid(ctx.skill.name, exc.path, str(exc)) from None
+    parts = parts or list(ctx.internals.get("attachments") or served.internals.get("attachments") or ())
+    if not parts:
+        return ()
+    try:
+        skill = ctx.manager.context_manager.get(provider)
+    except AgentAppsError:
+        return tuple(parts)  # the provider call will say what is wrong with it
+    if not takes_arg(skill, "attachments"):
+        raise ArgsInvalid(
+            ctx.skill.name,
+            "attachments",
+            f"provider {provider!r} cannot take attachments (images, documents); agent-strands can "
+            "(Bedrock, Anthropic, OpenAI-compatible servers), and agent-scripted plays along",
+        )
+    return tuple(parts)
+
+
+def warn_once(key: tuple[str, ...], message: str, *args: Any) -> None:
+    """Log ``message`` as a warning the first time this process meets ``key``: a setting
+    ignored on every run would otherwise fill the log."""
+    if key not in _warned:
+        _warned.add(key)
+        _log.warning(message, *args)
+
+
+def _check_thinking(ctx: Context, config: Mapping[str, Any], provider: str) -> None:
+    """Refuse a ``model.thinking`` budget below :data:`MIN_THINKING_TOKENS`; warn once
+    when the provider has no reasoning settings (``metadata.provider.thinking``), which
+    then runs without them."""
+    thinking = config.get("thinking")
+    if not thinking:
+        return
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_THINKING_TOKENS:
+        raise ArgsInvalid(
+            ctx.skill.name,
+            "config.thinking.budget_tokens",
+            f"must be an integer of at least {MIN_THINKING_TOKENS} (the smallest reasoning budget Anthropic takes), "
+            f"not {budget!r}",
+        )
+    try:
+        declared = (ctx.manager.context_manager.get(provider).metadata or {}).get("provider")
+    except AgentAppsError:
+        return  # the provider call will say what is wrong with it
+    if not (isinstance(declared, dict) and declared.get("thinking")):
+        warn_once(
+            ("thinking", provider),
+            "model.thinking is ignored: provider %r has no reasoning settings (agent-strands has them)",
+            provider,
+        )
 
 
 def _task_context(ctx: Context, args: Mapping[str, Any], served: Context) -> dict[str, Any] | None:

@@ -19,7 +19,8 @@ error          error {type, message, retryable},  {retry: true, delay} or {stop:
                attempt
 retry          attempt, delay, error?             None
 context-edit   removed, kept, reason?             None (see docs/agent.md, "context_edit")
-model-call     turn, attempt, messages?, system?  {response?, messages?, system?} (see model_calls.py)
+model-call     turn, attempt, messages?, system?, {response?, messages?, system?} (see model_calls.py)
+               provider?, model?                  (the last two name the model call's tracing span)
 model-response turn, attempt, response,           {response?}
                latency_ms, replayed
 =============  =================================  ==========================================
@@ -103,20 +104,27 @@ class ModelSlot:
         self._gate: Gate | None = None
         self._span: tracing.Span | None = None
 
-    async def acquire(self, parent: tracing.Span | Context) -> None:
-        """A model call is about to be made: wait for a slot of the provider's."""
+    async def acquire(self, parent: tracing.Span | Context, event: dict[str, Any] | None = None) -> None:
+        """A model call is about to be made: wait for a slot of the provider's. Its span
+        is ``chat MODEL``: the model and provider its ``model-call`` event names, else
+        ``model.model_id`` and the provider skill."""
         if self._gate is None:
             run = self.run
             gate = run.cm.admission.model_calls(run.settings.provider)
             await gate.acquire(run.record.priority, run.ctx.signal)
             self._gate = gate
-            self._span = tracing.start_span("model call", parent)
+            event = event or {}
+            model = event.get("model") or run.settings.config.get("model_id")
+            self._span = tracing.start_span(f"chat {model}" if model else "chat", parent)
+            tracing.gen_ai(self._span, "chat", model=model, provider=event.get("provider") or run.settings.provider)
 
-    def release(self) -> None:
-        """The model answered, failed, or the run ended: free the slot."""
+    def release(self, usage: dict[str, Any] | None = None, finish_reason: str | None = None) -> None:
+        """The model answered (with ``usage``, for ``finish_reason``), failed, or the run
+        ended: free the slot."""
         if self._gate is not None:
             self._gate.release()
             self._gate = None
+            tracing.gen_ai(self._span, usage=usage, finish_reason=finish_reason)
             tracing.end(self._span)
             self._span = None
 
@@ -210,11 +218,12 @@ class TurnPolicy:
             return {"response": STOPPED_RESPONSE}
         run.reporter.emit("model-call", turn=event.get("turn"), attempt=event.get("attempt"))
         if "response" not in directive:  # the model is called now
-            await self.slot.acquire(self._span or run.ctx)
+            await self.slot.acquire(self._span or run.ctx, event)
         return directive
 
     async def _on_model_response(self, event: dict[str, Any]) -> dict[str, Any]:
-        self.slot.release()
+        response = event["response"] if isinstance(event.get("response"), dict) else {}
+        self.slot.release(response.get("usage"), response.get("stop_reason"))
         if self._answered_stop:  # the policy's own empty answer: no interceptor saw its call
             return {}
         problem = schema_problem(RESPONSE_SCHEMA, event.get("response"))
@@ -277,8 +286,8 @@ class TurnPolicy:
     async def _on_turn_end(self, event: dict[str, Any]) -> dict[str, Any]:
         run = self.run
         state, settings = run.state, run.settings
-        self.slot.release()
         usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
+        self.slot.release(usage, event.get("stop_reason"))
         for key in ("input_tokens", "output_tokens"):
             state.usage[key] += int(usage.get(key) or 0)
         if usage.get("estimated"):  # a provider that could only guess says so

@@ -192,10 +192,19 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The invocation's options from ``--session``, ``--read-only``, ``--timeout``,
-    ``--model`` and ``--config`` (the call layer of the cascade: it wins over every config file and the
-    skill's metadata, as ``invoke(..., config=...)`` does in Python)."""
+    """The invocation's options from ``--session``, ``--read-only``, ``--timeout``, ``--model``,
+    ``--config`` (the call layer of the cascade: it wins over every config file and the
+    skill's metadata, as ``invoke(..., config=...)`` does in Python) and ``--attach``
+    (each file read and checked now, so a bad one is refused before anything runs)."""
     options: dict[str, Any] = {}
+    if args.attach:
+        from ..attachments import AttachmentInvalid, load
+
+        try:
+            options["attachments"] = load(args.attach, cwd=cm.cwd)
+        except AttachmentInvalid as exc:
+            shown = args.attach[exc.index] if exc.index is not None else " ".join(args.attach)
+            raise UsageError(f"--attach {shown}: {exc.problem}") from None
     if args.session:
         from ..state import session_id_problem
 
@@ -517,8 +526,8 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
 
 
 def add_call_options(p: _Parser) -> None:
-    """``--model``, ``--config``, ``--session``, ``--read-only`` and ``--timeout``: what sets up a call
-    (invoke, run, chat)."""
+    """``--model``, ``--config``, ``--session``, ``--read-only``, ``--timeout`` and ``--attach``:
+    what sets up a call (invoke, run, chat)."""
     p.add_argument("--model", metavar="ID", help="the model to use (model.model_id, above the skill's own)")
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE",
@@ -529,6 +538,11 @@ def add_call_options(p: _Parser) -> None:
     p.add_argument(
         "--read-only", action="store_true", help="off the record: the agent sees the session's history and "
         "writes nothing to it"
+    )
+    p.add_argument(
+        "--attach", action="append", default=[], metavar="FILE",
+        help="an image (png, jpeg, gif, webp) or a document (pdf, txt, md) for the agent's user message "
+        "(repeatable; chat: with the first message)",
     )
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "

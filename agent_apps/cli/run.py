@@ -76,9 +76,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if not line.strip():
                 continue
             call = _agent_call(args, line, "chat")
+            turn_options = dict(options)
+            options.pop("attachments", None)  # --attach goes with the first message only
             try:
                 status = _serve(
-                    cm, args, "chat", lambda serving, call=call: cm.invoke("agent", call, **serving, **options), runner
+                    cm,
+                    args,
+                    "chat",
+                    lambda serving, call=call, turn_options=turn_options: cm.invoke(
+                        "agent", call, **serving, **turn_options
+                    ),
+                    runner,
                 )
             except KeyboardInterrupt:
                 print("interrupted: the turn was cancelled; the chat goes on", file=sys.stderr)

@@ -5,18 +5,21 @@ a JSON object with a ``role``:
 
 ==========  =======================================================================
 user        ``text``; optional ``media``
-assistant   ``text`` (may be empty) and ``tool_calls``: ``[{id, name, input}]``
+assistant   ``text`` (may be empty) and ``tool_calls``: ``[{id, name, input}]``; optional
+            ``reasoning``: the model's extended thinking before it answered
 tool        the result of one tool call: ``tool_call_id``, ``name``, ``text``, ``error``
 summary     ``text``: what a compaction left of the older messages
 ==========  =======================================================================
 
-``media`` is a list of ``{type: image|audio|video|document, format, data}`` parts (data
-base64); each costs a fixed :data:`MEDIA_TOKENS` in the estimate. Each provider turns
+``media`` is a list of ``{type: image|audio|video|document, format, data, name?}`` parts
+(data base64; :mod:`agent_apps.attachments` makes and checks them). Each provider turns
 these messages into its own wire format (``agent-strands``: Bedrock Converse messages).
+``reasoning`` is kept for people (reports, exports); providers do not send it back.
 
-Token estimates follow one rule: four characters a token (rounded up), plus a fixed cost
-per media part. :class:`History` anchors the total to the last input-token count a
-provider actually reported and estimates only what came after it.
+Token estimates follow one rule: four characters a token (rounded up), plus per media
+part a fixed :data:`MEDIA_TOKENS` (an image, a PDF), or a text document's characters.
+:class:`History` anchors the total to the last input-token count a provider actually
+reported and estimates only what came after it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
+
+from ..attachments import part_bytes
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -36,15 +41,17 @@ __all__ = [
     "Message",
     "ToolCall",
     "estimate_text",
+    "media_tokens",
     "decode",
     "describe_content",
+    "reasoning_summary",
     "estimate_tokens",
     "stale_form",
     "summary_message",
 ]
 
 CHARS_PER_TOKEN = 4
-#: What one image (or audio, video, document part) counts for, whatever its size.
+#: What one image (or audio, video, PDF part) counts for, whatever its size (seed 003).
 MEDIA_TOKENS = 250
 
 Role = Literal["user", "assistant", "tool", "summary"]
@@ -64,6 +71,7 @@ class Message(TypedDict, total=False):
     name: str
     error: bool
     media: list[dict[str, Any]]
+    reasoning: str
 
 
 #: JSON Schema of the tool calls of a model answer, in messages and model responses alike.
@@ -86,6 +94,7 @@ MESSAGE_SCHEMA: dict[str, Any] = {
         "tool_call_id": {"type": "string"},
         "name": {"type": "string"},
         "error": {"type": "boolean"},
+        "reasoning": {"type": "string"},
         "media": {
             "type": "array",
             "items": {"type": "object", "properties": {"type": {"type": "string"}}, "required": ["type"]},
@@ -102,11 +111,20 @@ def estimate_text(text: str) -> int:
 
 
 def estimate_tokens(message: Message) -> int:
-    """Tokens of one message: its text and tool calls, plus a fixed cost per media part."""
+    """Tokens of one message: its text and tool calls, plus its media parts."""
     chars = len(message.get("text") or "")
     for call in message.get("tool_calls") or ():
         chars += len(call.get("name") or "") + len(json.dumps(call.get("input"), ensure_ascii=False))
-    return -(-chars // CHARS_PER_TOKEN) + MEDIA_TOKENS * len(message.get("media") or ())
+    return -(-chars // CHARS_PER_TOKEN) + sum(media_tokens(part) for part in message.get("media") or ())
+
+
+def media_tokens(part: dict[str, Any]) -> int:
+    """Tokens of one media part: a text document's characters (from the size of its
+    data: UTF-8 text of this kind is mostly one byte a character), else
+    :data:`MEDIA_TOKENS`."""
+    if part.get("type") == "document" and part.get("format") in ("txt", "md"):
+        return max(1, -(-part_bytes(part) // CHARS_PER_TOKEN))
+    return MEDIA_TOKENS
 
 
 def summary_message(text: str) -> Message:
@@ -257,6 +275,24 @@ def _kind(text: str) -> str:
     if len(lines) > 1 and "," in lines[0] and len({line.count(",") for line in lines}) == 1:
         return "CSV"
     return "text"
+
+
+#: Characters of reasoning its summary quotes at most.
+SUMMARY_CHARS = 160
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def reasoning_summary(text: str) -> str:
+    """A short summary of a model's reasoning: its first sentence (cut at
+    :data:`SUMMARY_CHARS` characters), and how long the whole is when there is more."""
+    whole = " ".join(text.split())
+    if not whole:
+        return ""
+    end = _SENTENCE_END.search(whole)
+    first = whole[: end.start()] if end is not None else whole
+    if len(first) > SUMMARY_CHARS:
+        first = first[: SUMMARY_CHARS - 1].rstrip() + "…"
+    return first if first == whole else f"{first} ({len(text):,} characters)"
 
 
 def stale_form(message: Message) -> Message | None:

@@ -52,7 +52,7 @@ FORMAT = "agent-apps/run"
 VERSION = 1
 
 #: What an imported run's invocation may hold: how to invoke its root again.
-IMPORTED_KEYS = frozenset({"skill", "name", "args", "config", "session", "read_only", "why"})
+IMPORTED_KEYS = frozenset({"skill", "name", "args", "config", "session", "read_only", "attachments", "why"})
 #: The authority an imported run's root is checked under: agent code's, with every
 #: visible skill (no hidden or internal one, no wider sub-agent, no endpoint).
 IMPORTED = Authority(None, True, "a run imported from a file")
@@ -239,9 +239,10 @@ def check_imported(
     """Raise :class:`SnapshotInvalid` (naming the field, and its line in ``text``) unless
     ``invocation``, an imported run's root, is one its file may ask for: only
     :data:`IMPORTED_KEYS`; a bare skill name; call config of model keys agent code may
-    set; a valid session id; and, when ``skills`` has the skill, args that agent code
-    with every visible skill could call it with (:data:`IMPORTED`). ``stored``: it is
-    checked again as the store has it, with the mark the import gave it."""
+    set; a valid session id; attachments as media parts, never paths; and, when
+    ``skills`` has the skill, args that agent code with every visible skill could call
+    it with (:data:`IMPORTED`). ``stored``: it is checked again as the store has it,
+    with the mark the import gave it."""
 
     def refuse(field: str, problem: str) -> NoReturn:
         path = ["checkpoint", "invocation", *field.split(".")]
@@ -269,6 +270,13 @@ def check_imported(
         refuse("session", problem)
     if not isinstance(invocation.get("read_only", False), bool):
         refuse("read_only", "must be true or false")
+    attachments = invocation.get("attachments")
+    if attachments is not None and not isinstance(attachments, list):
+        refuse("attachments", "must be a list")
+    for index, part in enumerate(attachments or ()):
+        if not isinstance(part, dict):  # a path would read a file of this machine
+            refuse(f"attachments.{index}", "an imported run's attachments are media parts ({type, format, data}), "
+                   "never paths")
     args = invocation.get("args")
     if args is not None and not isinstance(args, dict):
         refuse("args", "must be an object")

@@ -101,6 +101,10 @@ class Rendered:
     input_tokens: int
     output_tokens: int
     latency_ms: int
+    #: prompt-cache reads and writes, beside ``input_tokens`` (Bedrock's and Anthropic's
+    #: convention; an OpenAI-shaped fake adds them into its ``prompt_tokens``)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     #: ``{"input": ..., "output": ...}`` sent as the token counts verbatim (a lying peer).
     raw_usage: Mapping[str, Any] | None = None
 
@@ -140,6 +144,8 @@ def render(turn: Mapping[str, Any], prompt: Any, request_number: int) -> Rendere
         input_tokens=int(input_tokens),
         output_tokens=int(output_tokens),
         latency_ms=int(turn.get("latency_ms", 1)),
+        cache_read_tokens=int(usage.get("cacheReadInputTokens", usage.get("cache_read_tokens")) or 0),
+        cache_write_tokens=int(usage.get("cacheWriteInputTokens", usage.get("cache_write_tokens")) or 0),
         raw_usage=turn.get("raw_usage"),
     )
 

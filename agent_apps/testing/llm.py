@@ -308,9 +308,19 @@ class _OpenAI(_Api):
         ]
 
     def _usage(self, rendered: Rendered) -> dict[str, Any]:
+        """OpenAI's usage: ``prompt_tokens`` counts cached tokens too, and
+        ``prompt_tokens_details`` says how many of them were cache reads and writes."""
         tokens_in, tokens_out = rendered.counts()
-        total = rendered.input_tokens + rendered.output_tokens
-        return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": total}
+        cached = rendered.cache_read_tokens + rendered.cache_write_tokens
+        prompt = tokens_in + cached if rendered.raw_usage is None else tokens_in
+        total = rendered.input_tokens + cached + rendered.output_tokens
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": tokens_out, "total_tokens": total}
+        if cached:
+            usage["prompt_tokens_details"] = {
+                "cached_tokens": rendered.cache_read_tokens,
+                "cache_write_tokens": rendered.cache_write_tokens,
+            }
+        return usage
 
     def response(self, rendered: Rendered, model: str) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": rendered.text}

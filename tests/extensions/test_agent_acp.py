@@ -188,11 +188,23 @@ async def test_usage_reported_by_the_agent_is_used(run, events):
     assert end["usage"] == {"input_tokens": 900, "output_tokens": 12}
 
 
+async def test_usage_the_agent_reports_is_kept_whole_after_tool_calls(run, events, context_manager):
+    """ACP reports a prompt's usage once, at its end: a smaller report than our estimate
+    of the prompt's model calls is kept as it is, not outweighed by the estimate."""
+    turns = [{"code": "print('x' * 4000)"}, {"text": "Hi.", "usage": {"input_tokens": 123, "output_tokens": 45}}]
+    assert await run(turns) == "Hi."
+    assert [e.get("usage") for e in of_type(events, "turn-end")] == [None, {"input_tokens": 123, "output_tokens": 45}]
+    (complete,) = of_type(events, "agent-complete")
+    assert complete["usage"] == {"input_tokens": 123, "output_tokens": 45}
+
+
 async def test_usage_is_estimated_and_marked_when_the_agent_reports_none(run, events):
     assert await run([{"code": "print(1)"}, {"text": "Hi there."}]) == "Hi there."
-    usage = [e["usage"] for e in of_type(events, "turn-end")]
-    assert len(usage) == 2 and all(u["estimated"] is True and u["input_tokens"] > 0 for u in usage)
-    assert usage[1]["input_tokens"] > usage[0]["input_tokens"]  # each model call re-reads the conversation
+    usage = [e.get("usage") for e in of_type(events, "turn-end")]
+    assert usage[0] is None  # the prompt goes on: its usage comes with its last turn
+    assert usage[1]["estimated"] is True and usage[1]["output_tokens"] > 0
+    one_call = -(-len("Hi there.") // 4)
+    assert usage[1]["input_tokens"] > one_call  # both model calls read the conversation
 
 
 async def test_env_and_cwd_reach_the_cli(run, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from agent_apps import AgentAppsError, Cancelled, Signal
+from agent_apps import AgentAppsError, ArgsInvalid, Cancelled, Signal
 from agent_apps.testing import default_sigint
 from agent_apps.testing.bedrock import FakeBedrock, dummy_aws_env
 
@@ -109,11 +109,52 @@ async def test_request_carries_prompt_tool_and_inference_config(run, bedrock):
     assert result_block["status"] == "success" and result_block["content"] == [{"text": "42"}]
 
 
+async def test_attachments_are_converse_image_and_document_blocks_in_this_run_and_the_next(context_manager, bedrock):
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(40)
+    bedrock.add_turns({"text": "A chart."}, {"text": "Still a chart."})
+    config = {"agent": "agent-strands", "model_id": MODEL, "endpoint_url": bedrock.endpoint_url, "region": "us-east-1"}
+    call = {"prompt": "P", "user_message": "What is this?", "config": config}
+    attached = [png, b"# Notes\nread me\n"]
+    assert await context_manager.invoke("agent", call, attachments=attached, session="att") == "A chart."
+    blocks = [
+        {"text": "What is this?"},
+        {"image": {"format": "png", "source": {"bytes": base64.b64encode(png).decode()}}},
+        {"document": {"format": "txt", "name": "attachment-2-txt", "source": {"bytes": "IyBOb3RlcwpyZWFkIG1lCg=="}}},
+    ]
+    assert bedrock.requests[0].messages == [{"role": "user", "content": blocks}]
+    # a document's name as Bedrock takes it (no dots); the session keeps them: the next
+    # run of the session sends them again with its history
+    again = {**call, "user_message": "And now?"}
+    assert await context_manager.invoke("agent", again, session="att") == "Still a chart."
+    assert bedrock.requests[1].messages[0] == {"role": "user", "content": blocks}
+
+
 async def test_non_streaming_converse_works(run, bedrock, events):
     bedrock.add_turns(invoke("print('hi')"), {"text": "Said hi."})
     assert await run(config={"streaming": False}) == "Said hi."
     assert [r.operation for r in bedrock.requests] == ["Converse", "Converse"]
     assert of_type(events, "tool-result")[0]["result"] == "hi"
+
+
+async def test_thinking_is_bedrock_extended_thinking_with_room_for_the_answer(run, bedrock, events):
+    bedrock.add_turns({"reasoning": "Think first.", "text": "Thought."}, {"text": "Again."})
+    config = {"thinking": {"budget_tokens": 2048}, "params": {"top_k": 5}}
+    assert await run(config=config) == "Thought."
+    body = bedrock.requests[0].body
+    assert body["additionalModelRequestFields"] == {"top_k": 5, "thinking": {"type": "enabled", "budget_tokens": 2048}}
+    assert body["inferenceConfig"]["maxTokens"] == 2048 + 4096  # the answer keeps its default room
+    assert "".join(e["text"] for e in of_type(events, "agent-message") if e.get("reasoning")) == "Think first."
+    # a max_tokens above the budget is kept as it is
+    assert await run(config={"thinking": {"budget_tokens": 2048}, "max_tokens": 3000}) == "Again."
+    assert bedrock.requests[1].body["inferenceConfig"]["maxTokens"] == 3000
+
+
+async def test_a_thinking_budget_below_anthropics_minimum_is_refused_before_any_call(run, bedrock):
+    with pytest.raises(ArgsInvalid, match=r"config.thinking.budget_tokens.*at least 1024"):
+        await run(config={"thinking": {"budget_tokens": 100}})
+    assert bedrock.requests == []
 
 
 async def test_text_and_reasoning_stream_as_deltas(run, bedrock, events):

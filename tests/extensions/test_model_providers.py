@@ -85,10 +85,10 @@ def events(context_manager):
 
 @pytest.fixture
 def run(context_manager, provider, fake):
-    async def run(*, config=None, signal=None, **args):
+    async def run(*, config=None, signal=None, session=None, **args):
         call = {"prompt": "You are a test agent.", "user_message": "Do the test.", "events": "providers", **args}
         call["config"] = {**provider.config(fake), **(config or {})}
-        return await context_manager.invoke("agent", call, signal=signal)
+        return await context_manager.invoke("agent", call, signal=signal, session=session)
 
     return run
 
@@ -146,6 +146,80 @@ async def test_two_turns_streamed_with_the_tool_result_fed_back(provider, fake, 
     assert [e["result"] for e in of_type(events, "tool-result")] == ["42"]
     usage = [e["usage"] for e in of_type(events, "turn-end")]
     assert usage == [{"input_tokens": 120, "output_tokens": 15}, {"input_tokens": 160, "output_tokens": 6}]
+
+
+async def test_streaming_false_sends_one_plain_request_a_turn(provider, fake, run, events):
+    fake.add_turns(invoke("print(6 * 7)"), {"text": "It is 42.", "usage": {"input_tokens": 50, "output_tokens": 4}})
+    assert await run(config={"streaming": False}) == "It is 42."
+    assert [request.streaming for request in fake.requests] == [False, False]
+    assert "42" in tool_result_text(provider, fake.requests[1])  # the tool call came through whole
+    assert [e["delta"] for e in of_type(events, "agent-message")] == [False]
+    assert of_type(events, "turn-end")[-1]["usage"] == {"input_tokens": 50, "output_tokens": 4}
+
+
+#: The model each provider's thinking test runs (OpenAI's: one that takes reasoning_effort).
+THINKING_MODELS = {"openai": "o4-mini"}
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "plain"])
+async def test_thinking_is_the_apis_reasoning_setting_and_its_reasoning_is_kept(
+    provider, fake, run, events, streaming, context_manager
+):
+    if provider.name == "litellm":
+        pytest.skip("LiteLLM's anthropic/ path needs the Anthropic fake: test_litellm_passes_thinking_through")
+    fake.add_turns(
+        {"reasoning": "Six sevens. ", **invoke("print(6 * 7)")},
+        {"reasoning": "Done.", "text": "It is 42."},
+    )
+    config = {"thinking": {"budget_tokens": 3000}, "streaming": streaming}
+    if provider.name in THINKING_MODELS:
+        config["model_id"] = THINKING_MODELS[provider.name]
+    assert await run(config=config, session=f"think-{streaming}") == "It is 42."
+    body = fake.requests[0].body
+    if provider.name == "anthropic":
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 3000}
+        assert body["max_tokens"] == 3000 + 4096
+        # Anthropic wants the turn's thinking block back, signed, with its tool use
+        assert fake.requests[1].messages[1]["content"][0] == {
+            "type": "thinking",
+            "thinking": "Six sevens. ",
+            "signature": "sig",
+        }
+    elif provider.name == "openai":
+        assert body["reasoning_effort"] == "medium"
+    else:
+        assert body["think"] is True
+    thoughts = [e["text"] for e in of_type(events, "agent-message") if e.get("reasoning")]
+    assert "".join(thoughts) == "Six sevens. Done."
+    stored = context_manager.state.sessions.history(f"think-{streaming}").messages()
+    assert [m.get("reasoning") for m in stored if m["role"] == "assistant"] == ["Six sevens. ", "Done."]
+
+
+async def test_thinking_warns_once_for_a_model_without_reasoning_settings(provider, fake, run, caplog, monkeypatch):
+    if provider.name != "openai":
+        pytest.skip("only OpenAI-compatible models may take no reasoning setting")
+    from agent_apps.agent import settings
+
+    monkeypatch.setattr(settings, "_warned", set())  # what earlier tests of this process warned of
+    fake.add_turns("One.", "Two.")
+    with caplog.at_level("WARNING", logger="agent_apps.agent"):
+        for _ in range(2):
+            await run(config={"thinking": {"budget_tokens": 2048}, "model_id": "plain-model-for-warning"})
+    assert "reasoning_effort" not in fake.requests[0].body
+    warned = [r.getMessage() for r in caplog.records if "plain-model-for-warning" in r.getMessage()]
+    assert warned == ["model.thinking is ignored: provider 'openai' model 'plain-model-for-warning' takes no "
+                      "reasoning_effort (model.params may still set the model's own)"]  # fmt: skip
+
+
+async def test_cached_input_tokens_are_counted_once(provider, fake, run, events):
+    if provider.name not in ("openai", "litellm"):
+        pytest.skip("this fake reports no prompt cache")
+    usage = {"input_tokens": 30, "output_tokens": 5, "cache_read_tokens": 70, "cache_write_tokens": 7}
+    fake.add_turns({"text": "Cached.", "usage": usage})
+    assert await run() == "Cached."
+    assert fake.requests  # the fake's prompt_tokens were 107: 30 + 70 read + 7 written
+    (turn,) = [e["usage"] for e in of_type(events, "turn-end")]
+    assert turn == usage
 
 
 # -- errors: the same retries and messages as Bedrock ----------------------------------------------
@@ -257,3 +331,96 @@ async def test_a_public_api_without_a_key_says_which_variable(name, variable, co
     with pytest.raises(AgentAppsError) as info:
         await context_manager.invoke("agent", call)
     assert f"needs an API key: export {variable}" in one_line(info.value)
+
+
+# -- attachments ------------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(40)
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def media_blocks(provider: Provider, request) -> list[tuple[str, str]]:
+    """``(kind, base64 data)`` of the image and document blocks of the user's message
+    in a request, in that API's own shape."""
+    first = next(message for message in request.messages if message.get("role") == "user")
+    if provider.name == "ollama":  # each block its own message, images in ``images``
+        return [("image", data) for message in request.messages for data in message.get("images") or ()]
+    out = []
+    for block in first["content"] if isinstance(first["content"], list) else ():
+        kind = block.get("type")
+        if provider.name == "anthropic" and kind in ("image", "document"):
+            out.append((kind, block["source"]["data"]))
+        elif kind == "image_url":
+            out.append(("image", block["image_url"]["url"].split("base64,", 1)[1]))
+        elif kind == "file":
+            out.append(("document", block["file"]["file_data"].split("base64,")[-1]))
+    return out
+
+
+async def test_attachments_reach_the_api_as_its_own_image_and_document_blocks(provider, fake, context_manager):
+    fake.add_turns({"text": "A chart and a PDF."})
+    attached = [PNG] if provider.name == "ollama" else [PNG, PDF]
+    call = {"prompt": "P", "user_message": "What are these?", "config": provider.config(fake)}
+    assert await context_manager.invoke("agent", call, attachments=attached) == "A chart and a PDF."
+    expected = [("image", _b64(PNG))] + ([] if provider.name == "ollama" else [("document", _b64(PDF))])
+    assert media_blocks(provider, fake.requests[0]) == expected
+
+
+async def test_ollama_refuses_a_document_attachment_naming_it(provider, fake, context_manager):
+    if provider.name != "ollama":
+        pytest.skip("Ollama's model class writes images only")
+    call = {"prompt": "P", "user_message": "Read it.", "config": provider.config(fake)}
+    with pytest.raises(AgentAppsError, match=r"'ollama' takes image attachments only, not 'attachment-2.pdf'"):
+        await context_manager.invoke("agent", call, attachments=[PNG, PDF])
+    assert fake.requests == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs the litellm extra")
+async def test_litellm_passes_thinking_through(context_manager):
+    """LiteLLM gets Anthropic's thinking setting as it is, and maps it for its model."""
+    with FakeAnthropic(api_key=KEY) as fake:
+        fake.add_turns({"reasoning": "Plainly.", "text": "Passed."})
+        config = {
+            "agent": "agent-strands",
+            "provider": "litellm",
+            "model_id": "anthropic/claude-sonnet-4-5",
+            "base_url": fake.url,
+            "api_key": KEY,
+            "thinking": {"budget_tokens": 2048},
+            "max_tokens": 4000,
+        }
+        call = {"prompt": "P", "user_message": "Think.", "config": config}
+        assert await context_manager.invoke("agent", call, session="lite") == "Passed."
+    assert fake.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    (answer,) = [m for m in context_manager.state.sessions.history("lite").messages() if m["role"] == "assistant"]
+    assert answer["reasoning"] == "Plainly."
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs the litellm extra")
+async def test_litellm_gets_the_reasoning_parameter_its_model_takes(context_manager, caplog, monkeypatch):
+    """LiteLLM refuses a parameter its model does not take: an OpenAI reasoning model
+    gets reasoning_effort, a model with neither gets nothing and a warning."""
+    from agent_apps.agent import settings
+
+    monkeypatch.setattr(settings, "_warned", set())
+    bodies = {}
+    for model in ("openai/o4-mini", "openai/gpt-4o"):
+        with FakeOpenAI(api_key=KEY) as fake:
+            fake.add_turns("Done.")
+            config = {"agent": "agent-strands", "provider": "litellm", "model_id": model, "base_url": fake.base_url,
+                      "api_key": KEY, "thinking": {"budget_tokens": 5000}}  # fmt: skip
+            with caplog.at_level("WARNING", logger="agent_apps.agent"):
+                assert await context_manager.invoke("agent", {"prompt": "P", "config": config}) == "Done."
+            bodies[model] = fake.requests[0].body
+    assert bodies["openai/o4-mini"]["reasoning_effort"] == "high"
+    assert "reasoning_effort" not in bodies["openai/gpt-4o"] and "thinking" not in bodies["openai/gpt-4o"]
+    assert [r.getMessage() for r in caplog.records if "model.thinking" in r.getMessage()] == [
+        "model.thinking is ignored: provider 'litellm' model 'openai/gpt-4o' takes neither thinking nor "
+        "reasoning_effort (model.params may still set the model's own)"
+    ]

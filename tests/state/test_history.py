@@ -39,6 +39,27 @@ def test_estimates_are_four_characters_a_token_plus_a_fixed_cost_per_image():
     assert estimate_tokens(call) == -(-(len("invoke") + len('{"code": "ab"}')) // 4)
 
 
+def test_attachments_and_reasoning_round_trip_on_each_backend(store, state_location):
+    """A user message's media parts (base64, up to the attachment caps) and an assistant
+    message's reasoning come back as they went in, through history, fork and export."""
+    from agent_apps.attachments import MAX_IMAGE_BYTES, load
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(MAX_IMAGE_BYTES - 8)
+    media = load([png, "café ✓ notes\n".encode()])
+    sent = [
+        {"role": "user", "text": "look", "media": media},
+        {"role": "assistant", "text": "A chart.", "reasoning": "The bytes say PNG. So an image."},
+    ]
+    store.sessions.append("s", sent)
+    assert store.sessions.history("s").messages() == sent
+    store.sessions.fork("s", "f")
+    assert store.sessions.history("f").messages() == sent
+    other = StateStore(sibling(state_location, "other"))
+    other.sessions.import_(store.sessions.export("s"))
+    assert other.sessions.history("s").messages() == sent
+    assert store.sessions.history("s").entries[0].tokens == estimate_tokens(sent[0])
+
+
 def test_the_total_is_anchored_to_the_last_reported_input_tokens(store):
     store.sessions.append("s", turn(1))
     history = store.sessions.history("s")

@@ -34,8 +34,9 @@ The CLI's own tools (file edits, shell...) are not ours to run: its
 A request is for our ``invoke`` only when its tool call id is one our MCP endpoint is
 serving, with the same code: a title, a kind or an input shaped like ours prove nothing.
 Token usage comes from ``session/prompt`` when the agent reports it (clamped: the
-agent is a peer); else it is estimated (four characters a token) and marked
-``estimated: true``.
+agent is a peer), on the prompt's last turn, for the whole prompt; else the same turn
+carries an estimate (four characters a token, each model call re-reading the
+conversation) marked ``estimated: true``.
 
 The CLI is held to what a peer may do (docs/security.md, "Peers"): its stdout is read a
 line at a time when the connection asks, with a turn of the event loop per line; a
@@ -396,17 +397,22 @@ class AcpRun:
         await self.hook({"type": "turn-start", "turn": self.turn})
 
     async def _turn_end(self, reported: dict[str, int] | None, stop_reason: str | None) -> dict[str, Any]:
-        estimate = {"input_tokens": -(-self.segment_in // 4), "output_tokens": -(-self.segment_out // 4)}
-        if reported is None:
-            usage: dict[str, Any] = {**estimate, "estimated": True}
-            if stop_reason == "tool_use":  # the round goes on: remember what was reported
-                for key in estimate:
-                    self.round_estimates[key] += estimate[key]
-        else:  # the round's real usage, less what this round's earlier turns reported
-            usage = {key: max(0, value - self.round_estimates.get(key, 0)) for key, value in reported.items()}
+        """End a turn. ACP reports usage once a prompt, for all of its model calls: a turn
+        that ends in tool calls carries none, and the prompt's last turn carries the
+        whole prompt's, as the agent reported it, else estimated (so an estimate already
+        counted never outweighs a smaller report)."""
+        for key, chars in (("input_tokens", self.segment_in), ("output_tokens", self.segment_out)):
+            self.round_estimates[key] += -(-chars // 4)
+        usage: dict[str, Any] | None = None
+        if reported is not None:
+            usage = reported
+        elif stop_reason != "tool_use":
+            usage = {**self.round_estimates, "estimated": True}
         if stop_reason != "tool_use":
             self.round_estimates = {"input_tokens": 0, "output_tokens": 0}
-        event: dict[str, Any] = {"type": "turn-end", "turn": self.turn, "result": self.turn_text, "usage": usage}
+        event: dict[str, Any] = {"type": "turn-end", "turn": self.turn, "result": self.turn_text}
+        if usage is not None:
+            event["usage"] = usage
         if stop_reason:
             event["stop_reason"] = stop_reason
         return await self.hook(event)

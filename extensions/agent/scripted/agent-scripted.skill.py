@@ -13,8 +13,9 @@ Each script entry is one model turn::
 
 With ``config.stream: true`` text arrives as ``message`` deltas, as from a streaming
 model. ``messages`` (a session's earlier messages, in the neutral format) come before
-the user's message in the conversation it keeps, and count in its usage estimate; the
-script alone decides what the "model" says. When compaction has the model summarize,
+the user's message in the conversation it keeps, and count in its usage estimate, as do
+``attachments`` (the user message's ``media``: 250 tokens an image or PDF, a text
+document its characters); the script alone decides what the "model" says. When compaction has the model summarize,
 ``model.compaction.model.script`` plays that call (its first turn's text is the answer).
 
 It reports every model call (``model-call`` before, ``model-response`` after; see
@@ -32,6 +33,8 @@ import json
 import secrets
 import time
 
+from agent_apps.state.messages import media_tokens
+
 frontmatter = {
     "name": "agent-scripted",
     "description": "Offline agent provider that replays a scripted model (config.script).",
@@ -47,6 +50,7 @@ frontmatter = {
             "messages": {"type": "array", "items": {"type": "object"}},
             "model_messages": {"type": "boolean"},
             "buffer_responses": {"type": "boolean"},
+            "attachments": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
@@ -74,7 +78,10 @@ async def main(ctx, args):
     system = args["prompt"]
     # the conversation "the model" sees, in the neutral message format
     conversation = list(args.get("messages") or ())
-    conversation.append({"role": "user", "text": args.get("user_message") or "Do the task."})
+    user = {"role": "user", "text": args.get("user_message") or "Do the task."}
+    if args.get("attachments"):
+        user["media"] = list(args["attachments"])
+    conversation.append(user)
     model = _Model(ctx, hook, script, run=secrets.token_hex(3), args=args)
     turn, text = 0, ""
     while True:
@@ -236,5 +243,9 @@ async def _edit_context(hook, conversation, keep):
 
 
 def _estimate(sent, text):
-    chars = len(sent["system"]) + sum(len(json.dumps(m)) for m in sent["messages"])
-    return {"input_tokens": chars // 4, "output_tokens": max(1, len(text) // 4), "estimated": True}
+    """Four characters a token, and each media part what the message format says."""
+    chars, media = len(sent["system"]), 0
+    for message in sent["messages"]:
+        chars += len(json.dumps({k: v for k, v in message.items() if k != "media"}))
+        media += sum(media_tokens(part) for part in message.get("media") or ())
+    return {"input_tokens": chars // 4 + media, "output_tokens": max(1, len(text) // 4), "estimated": True}

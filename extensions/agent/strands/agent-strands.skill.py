@@ -18,7 +18,8 @@ Config keys (``model.*``)::
     temperature: 0.2
     max_tokens: 4096
     top_p: 0.9
-    streaming: true              # false: one Converse call per turn (not abortable mid-call)
+    streaming: true              # false: one plain request per turn (not abortable mid-call)
+    thinking: {budget_tokens: 4096}   # extended thinking, as each provider's reasoning settings
     read_timeout: 60             # seconds a socket read may stall
     connect_timeout: 10          # Bedrock: seconds to connect
     params: {}                   # extra request fields for the model
@@ -47,13 +48,14 @@ frontmatter = {
             "model_messages": {"type": "boolean"},
             "buffer_responses": {"type": "boolean"},
             "stable_prefix": {"type": "integer", "minimum": 0},
+            "attachments": {"type": "array", "items": {"type": "object"}},
         },
         "required": ["prompt", "invoke_ref", "hook_ref"],
     },
     "metadata": {
         "tags": ["meta-internal", "provider"],
         "visibility": "hidden",
-        "provider": {"model_calls": True},
+        "provider": {"model_calls": True, "thinking": True},
         # the model.* keys this provider reads beyond the agent's own (so config files may hold them)
         "config_keys": [
             "model.provider",

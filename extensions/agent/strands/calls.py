@@ -88,7 +88,14 @@ class ReportedModel(Model):
     ) -> AsyncIterator[Any]:
         session = self.session
         turn, attempt = session.turn, session.attempt + 1
-        event: dict[str, Any] = {"type": "model-call", "turn": turn, "attempt": attempt}
+        built = session.built  # the model's tracing span names them
+        event: dict[str, Any] = {
+            "type": "model-call",
+            "turn": turn,
+            "attempt": attempt,
+            "provider": built.provider,
+            "model": built.model_id,
+        }
         if self.with_messages:
             event.update(messages=from_converse(messages), system=system_prompt or "")
         directive = await session.hook(event)

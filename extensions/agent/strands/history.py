@@ -10,6 +10,7 @@ that a cut separated. Pure data in, data out: no Strands import.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 __all__ = ["OMITTED", "from_converse", "to_converse"]
@@ -18,10 +19,14 @@ __all__ = ["OMITTED", "from_converse", "to_converse"]
 OMITTED = "[Earlier messages of this conversation were left out.]"
 
 _MEDIA = {"image", "document", "video"}
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\s\-()\[\]]")
 
 
-def to_converse(messages: list[dict[str, Any]], user_message: str | None) -> list[dict[str, Any]]:
-    """``messages`` then the user's message (when given), as Converse messages."""
+def to_converse(
+    messages: list[dict[str, Any]], user_message: str | None, media: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``messages`` then the user's message (when given) with its ``media`` parts
+    (attachments: image and document blocks), as Converse messages."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role, text = message.get("role"), str(message.get("text") or "")
@@ -43,7 +48,7 @@ def to_converse(messages: list[dict[str, Any]], user_message: str | None) -> lis
         else:
             _add(out, "user", ([{"text": text}] if text.strip() else []) + _media(message.get("media") or ()))
     if user_message is not None:
-        _add(out, "user", [{"text": user_message or "Do the task."}])
+        _add(out, "user", [{"text": user_message or "Do the task."}, *_media(media or ())])
     return _paired(out)
 
 
@@ -63,9 +68,16 @@ def _media(parts: Any) -> list[dict[str, Any]]:
         if kind in _MEDIA and isinstance(data, str):
             block: dict[str, Any] = {"format": part.get("format") or "png", "source": {"bytes": base64.b64decode(data)}}
             if kind == "document":
-                block["name"] = part.get("name") or "document"
+                block["name"] = _document_name(part.get("name"))
             blocks.append({kind: block})
     return blocks
+
+
+def _document_name(name: Any) -> str:
+    """A document's name as Bedrock takes it: letters, digits, hyphens, parentheses,
+    brackets and single spaces (``notes.md`` is sent as ``notes-md``)."""
+    cleaned = " ".join(_NAME_UNSAFE.sub("-", str(name or "")).split())
+    return cleaned or "document"
 
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,6 +28,10 @@ and the tool are coroutines on the same loop. Cancellation (``ctx.signal``) sets
 invocation's ``cancel_signal`` and cuts an in-flight Bedrock stream; the HTTP APIs'
 clients (Anthropic, OpenAI, Ollama, LiteLLM) read on the event loop, so their stream is
 cut by cancelling the task that reads it.
+
+Tracing: the ``agent`` skill makes one span per model call (``chat MODEL``, with the
+GenAI attributes), so Strands' own ``chat`` span is left out (:func:`_one_model_span`);
+its other spans (``invoke_agent``, ``execute_event_loop_cycle``, ``execute_tool``) stay.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from agent_apps.errors import Cancelled
 from .caching import system_content
 from .calls import ReportedModel
 from .history import to_converse
-from .models import Built, build_model, classify
+from .models import Built, build_model, check_attachments, classify
 
 # Strands logs failures it re-raises; they reach the user as our errors. Without this,
 # Python's last-resort handler would print them to stderr when the app set up no logging.
@@ -70,13 +74,33 @@ _UNSET: Any = object()
 
 
 async def run(ctx: Any, args: dict[str, Any]) -> Any:
+    _one_model_span()
     config = dict(args.get("config") or {})
     built = await asyncio.to_thread(build_model, config)
     try:
+        check_attachments(built.provider, args.get("attachments") or ())
         session = Session(ctx, args, config, built)
         return await session.run()
     finally:
         await built.aclose()
+
+
+def _one_model_span() -> None:
+    """Once per process: Strands' span per model call is a non-recording stand-in for
+    the span current then (its cycle's), so that spans made below it still join the
+    trace, and each model call appears once (as the ``agent`` skill's ``chat MODEL``)."""
+    from opentelemetry import trace
+    from strands.telemetry.tracer import get_tracer
+
+    tracer = get_tracer()  # one for the process
+    if getattr(tracer, "_agent_apps_one_model_span", False):
+        return
+
+    def start_model_invoke_span(*args: Any, **kwargs: Any) -> Any:
+        return trace.NonRecordingSpan(trace.get_current_span().get_span_context())
+
+    tracer.start_model_invoke_span = start_model_invoke_span  # type: ignore[method-assign]
+    tracer._agent_apps_one_model_span = True  # type: ignore[attr-defined]
 
 
 class Session(HookProvider):
@@ -98,9 +122,11 @@ class Session(HookProvider):
         self.turn_latency: float | None = None
         self.turn_stop: str | None = None
         self._model_started = 0.0
-        # The session's earlier messages, and the user's, as the initial conversation.
-        history = args.get("messages")
-        self.preloaded = to_converse(history, self.user_message) if history else None
+        # The session's earlier messages, and the user's with its attachments (Strands'
+        # image and document blocks, which each model class writes in its API's shape),
+        # as the initial conversation.
+        history, attachments = args.get("messages"), args.get("attachments")
+        self.preloaded = to_converse(history or [], self.user_message, attachments) if history or attachments else None
         self.stopped: Any = _UNSET
         #: An error of ours (a hook or the invoke callback raised): it ends the run as is.
         self.fatal: BaseException | None = None
@@ -306,7 +332,7 @@ class Session(HookProvider):
                 content = response.message.get("content") or []
                 self.turn_text = "".join(block["text"] for block in content if "text" in block)
                 usage = (response.message.get("metadata") or {}).get("usage") or {}
-                self.turn_usage = _usage(usage)
+                self.turn_usage = _usage(usage, self.built.provider)
             return
         if self._done() or event.exception is self.fatal:
             return
@@ -354,13 +380,24 @@ class Session(HookProvider):
             event.message["content"].append({"text": str(directive["message"])})
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Converse usage as the hook's, each count clamped (the endpoint is not trusted)."""
+#: Providers whose input-token count includes the prompt-cache reads and writes (OpenAI's
+#: ``prompt_tokens``; LiteLLM reports every model, ``anthropic/`` ones too, that way).
+_CACHE_IN_INPUT = frozenset({"openai", "litellm"})
+
+
+def _usage(usage: dict[str, Any], provider: str) -> dict[str, int]:
+    """A turn's usage in Bedrock's convention, whatever the provider's: ``input_tokens``
+    without the cache reads and writes, which have keys of their own (so a total or a
+    price counts each token once); each count clamped (the endpoint is not trusted)."""
     out = {"input_tokens": usage.get("inputTokens"), "output_tokens": usage.get("outputTokens")}
     for source, key in (("cacheReadInputTokens", "cache_read_tokens"), ("cacheWriteInputTokens", "cache_write_tokens")):
         if usage.get(source):
             out[key] = usage[source]
-    return clamp_usage(out)
+    clamped = clamp_usage(out)
+    if provider in _CACHE_IN_INPUT:
+        cached = clamped.get("cache_read_tokens", 0) + clamped.get("cache_write_tokens", 0)
+        clamped["input_tokens"] = max(0, clamped["input_tokens"] - cached)
+    return clamped
 
 
 class InvokeTool(AgentTool):

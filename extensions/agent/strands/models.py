@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_apps.errors import AgentAppsError
 
-from . import wire
+from . import plain, reasoning, wire
 
 PROVIDERS = ("bedrock", "anthropic", "openai", "ollama", "litellm")
 DEFAULT_REGION = "us-west-2"
@@ -47,6 +47,23 @@ class ProviderError(AgentAppsError):
         if self.code:
             data["code"] = self.code
         return data
+
+
+#: Providers whose Strands model class writes image attachments only (no documents).
+_IMAGES_ONLY = frozenset({"ollama"})
+
+
+def check_attachments(provider: str, parts: Any) -> None:
+    """Refuse, before any model call, an attachment ``provider`` cannot send."""
+    if provider not in _IMAGES_ONLY:
+        return
+    for part in parts:
+        if part.get("type") != "image":
+            raise ProviderError(
+                f"model.provider {provider!r} takes image attachments only, not {part.get('name')!r} "
+                f"(a {part.get('format')} document)",
+                code="AttachmentUnsupported",
+            )
 
 
 def _one_line(text: Any) -> str:
@@ -209,8 +226,13 @@ def _bedrock(config: dict[str, Any]) -> Built:
     settings.update(_sampling(config))
     if config.get("max_tokens"):  # else the model's own default
         settings["max_tokens"] = int(config["max_tokens"])
-    if config.get("params"):
-        settings["additional_request_fields"] = dict(config["params"])
+    fields = dict(config.get("params") or {})
+    thinking = reasoning.budget(config)
+    if thinking:
+        fields["thinking"] = reasoning.enabled(thinking)
+        settings["max_tokens"] = reasoning.max_tokens_above(config, thinking, DEFAULT_MAX_TOKENS)
+    if fields:
+        settings["additional_request_fields"] = fields
     model = BedrockModel(
         boto_session=session,
         boto_client_config=client_config,
@@ -311,13 +333,18 @@ def _anthropic(config: dict[str, Any]) -> Built:
     # the agent policy retries, through the hook; a stalled read fails after read_timeout
     client_args.update(max_retries=0, timeout=_read_timeout(config), http_client=wire.anthropic_http_client())
     params = _params(config, max_tokens=False)
-    model = AnthropicModel(
-        client_args=client_args,
-        model_id=model_id,
-        max_tokens=int(config.get("max_tokens") or DEFAULT_MAX_TOKENS),
-        params=params or None,
+    max_tokens = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    thinking = reasoning.budget(config)
+    if thinking:
+        params["thinking"] = reasoning.enabled(thinking)
+        max_tokens = reasoning.max_tokens_above(config, thinking, DEFAULT_MAX_TOKENS)
+    model = AnthropicModel(client_args=client_args, model_id=model_id, max_tokens=max_tokens, params=params or None)
+    streaming = bool(config.get("streaming", True))
+    if not streaming:
+        plain.plain_anthropic(model)
+    built = Built(
+        model, "anthropic", model_id, endpoint_url=config.get("base_url"), streaming=streaming, streams_on_loop=True
     )
-    built = Built(model, "anthropic", model_id, endpoint_url=config.get("base_url"), streams_on_loop=True)
     # The model keeps one client for its life; closed at the run's end, on its loop (left
     # to the collector, it would close itself on whatever loop runs then).
     built._release = model.client.close
@@ -335,6 +362,10 @@ def _openai(config: dict[str, Any]) -> Built:
         client_args["base_url"] = config["base_url"]
     client_args.update(max_retries=0, timeout=_read_timeout(config))
     params = _params(config)
+    thinking = reasoning.budget(config)
+    effort = reasoning.effort(model_id, thinking) if thinking else None
+    if effort:
+        params.setdefault("reasoning_effort", effort)
     built = Built(
         None,
         "openai",
@@ -363,9 +394,20 @@ def _ollama(config: dict[str, Any]) -> Built:
     if config.get("params"):  # Ollama's model options: num_ctx, top_k, seed...
         settings["options"] = dict(config["params"])
     # base_url, else OLLAMA_HOST, else http://localhost:11434 (the ollama client decides)
+    if reasoning.budget(config):  # Ollama thinks or not: no budget
+        settings["additional_args"] = {"think": True}
     model = OllamaModel(config.get("base_url") or None, ollama_client_args=client_args, **settings)
-    built = Built(model, "ollama", settings["model_id"], endpoint_url=config.get("base_url"), streams_on_loop=True)
+    streaming = bool(config.get("streaming", True))
+    built = Built(
+        model,
+        "ollama",
+        settings["model_id"],
+        endpoint_url=config.get("base_url"),
+        streaming=streaming,
+        streams_on_loop=True,
+    )
     wire.watch_ollama(model, built)
+    plain.ollama_turns(model, streaming)
     return built
 
 
@@ -387,11 +429,18 @@ def _litellm(config: dict[str, Any]) -> Built:
         client_args["api_base"] = config["base_url"]
     params = _params(config)
     model_id = _model_id(config, "litellm", "anthropic/claude-sonnet-4-5")
+    thinking = reasoning.budget(config)
+    if thinking:
+        for key, value in reasoning.litellm(model_id, thinking, config.get("base_url")).items():
+            params.setdefault(key, value)
+    streaming = bool(config.get("streaming", True))
     close_client = wire.litellm_clients({**config, "model_id": model_id}, client_args)
-    model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None)
+    model = LiteLLMModel(client_args=client_args, model_id=model_id, params=params or None, stream=streaming)
     with _litellm_runs_lock:
         _litellm_runs[0] += 1
-    built = Built(model, "litellm", model_id, endpoint_url=config.get("base_url"), streams_on_loop=True)
+    built = Built(
+        model, "litellm", model_id, endpoint_url=config.get("base_url"), streaming=streaming, streams_on_loop=True
+    )
     wire.watch_litellm(model, built)
 
     async def release() -> None:
