@@ -125,6 +125,11 @@ class _Requests:
                 trees.remove(tree)
                 if not trees:
                     del self.trees[run_id]
+            if not self.trees and self.task is not None:
+                # stop polling now: a poll task left asleep is cancelled when its loop
+                # closes, and its traceback then holds this object in a reference cycle
+                self.task.cancel()
+                self.task = None
 
         return forget
 
