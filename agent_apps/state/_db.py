@@ -102,6 +102,9 @@ class Dialect:
     #: The change feed of runs (:mod:`.runs`). The statements of a write that take the
     #: next change number; the last one returns it.
     next_change: tuple[str, ...]
+    #: The statements of a write that lock a run's row and give it the next change
+    #: number (the last one's parameter: the run's id), all sent without a result read.
+    touch_run: tuple[str, ...]
     #: The number of the last change taken.
     last_change: str
     #: The transactions of other connections that hold change numbers now, as ids ("":

@@ -86,6 +86,7 @@ _WRITE = "BEGIN"
 #: is not yet committed (the second: the store's schema), see :meth:`Runs.latest`.
 CHANGE_LOCK = 0x61617066
 _CHANGE_KEY = f"{CHANGE_LOCK}, hashtext(current_schema()) & 2147483647"
+_HOLD_CHANGE = f"SELECT pg_advisory_xact_lock_shared({_CHANGE_KEY})"
 
 POSTGRESQL = Dialect(
     name="postgresql",
@@ -102,7 +103,10 @@ POSTGRESQL = Dialect(
     sync_ids="SELECT setval(pg_get_serial_sequence('memory_files', 'id'), coalesce(max(id), 0) + 1, false) "
     "FROM memory_files",
     # a sequence locks nothing; the shared lock tells watchers the number is not settled
-    next_change=(f"SELECT pg_advisory_xact_lock_shared({_CHANGE_KEY})", "SELECT nextval('run_change_numbers')"),
+    next_change=(_HOLD_CHANGE, "SELECT nextval('run_change_numbers')"),
+    # the row is locked before the number is taken: an UPDATE that waits for another
+    # transaction's lock on it evaluates its new row again once it has the lock
+    touch_run=(_HOLD_CHANGE, "UPDATE runs SET seq = nextval('run_change_numbers') WHERE id = ?"),
     last_change="SELECT last_value FROM run_change_numbers",
     changes_in_flight=(
         "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid() "

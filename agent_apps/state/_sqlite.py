@@ -55,6 +55,10 @@ SQLITE = Dialect(
     sync_ids="",
     # one write at a time: the counter row's numbers follow the order of commits
     next_change=("UPDATE run_changes SET n = n + 1 WHERE id = 1 RETURNING n",),
+    touch_run=(
+        "UPDATE run_changes SET n = n + 1 WHERE id = 1",
+        "UPDATE runs SET seq = (SELECT n FROM run_changes WHERE id = 1) WHERE id = ?",
+    ),
     last_change="SELECT n FROM run_changes WHERE id = 1",
     changes_in_flight="",
     reset_changes="UPDATE run_changes SET n = (SELECT coalesce(max(seq), 0) FROM runs) WHERE id = 1",

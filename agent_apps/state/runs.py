@@ -19,6 +19,10 @@ with a higher number: each write holds a shared advisory lock while its number i
 pending, and :meth:`Runs.latest` answers only a number every change at or below which
 has ended. The changes of one run still follow their commits on both backends: a write
 locks the run's row before it takes a number.
+
+A write's change number is not read back into Python: the agents' rows take it from
+the run's row in the same transaction (:data:`RUN_SEQ`), so on PostgreSQL a write to
+a run is one round trip to the server, its statements sent together with its commit.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ if TYPE_CHECKING:
     from ..run_record import RunRecord
 
 __all__ = [
-    "INTERRUPTED", "STATUSES", "WAITING", "AgentInfo", "RunInfo", "Runs", "find_run", "process_gone", "touch_run",
-    "touch_runs",
+    "INTERRUPTED", "RUN_SEQ", "STATUSES", "WAITING", "AgentInfo", "RunInfo", "Runs", "find_run", "process_gone",
+    "touch_run", "touch_runs",
 ]
 
 #: A run's status: ``running`` while it runs, then one of the others.
@@ -175,23 +179,33 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-def touch_run(conn: Connection, dialect: Dialect, run_id: str) -> int:
-    """Give the run ``run_id`` the next change number (inside the caller's write
-    transaction); returns it, for the agent that changed to take too."""
-    return touch_runs(conn, dialect, [run_id])
+#: The change number a write gave a run (:func:`touch_run`), as an SQL value for the
+#: rows of its agents that the same transaction writes; its parameter is the run's id.
+RUN_SEQ = "(SELECT seq FROM runs WHERE id = ?)"
 
 
-def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) -> int:
+def touch_run(conn: Connection, dialect: Dialect, run_id: str) -> None:
+    """Give the run ``run_id`` the next change number, inside the caller's write
+    transaction; the agents that changed with it take it by :data:`RUN_SEQ`."""
+    touch_runs(conn, dialect, [run_id])
+
+
+def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) -> None:
     """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
 
     The runs' rows are locked first, and the number taken after: two writes to one run
     take their numbers in the order they commit, on either backend (module docstring)."""
     if not run_ids:
-        return 0
-    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
-    seq = _next_change(conn, dialect)
-    conn.executemany("UPDATE runs SET seq = ? WHERE id = ?", [(seq, run_id) for run_id in run_ids])
-    return seq
+        return
+    *others, last = run_ids
+    if others:
+        conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in others])
+    *hold, touch = dialect.touch_run
+    for statement in hold:
+        conn.execute(statement)
+    conn.execute(touch, (last,))
+    if others:
+        conn.executemany(f"UPDATE runs SET seq = {RUN_SEQ} WHERE id = ?", [(last, run_id) for run_id in others])
 
 
 def _next_change(conn: Connection, dialect: Dialect) -> int:
@@ -295,60 +309,42 @@ class Runs:
             )
             if record.parent is None:
                 conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (record.run_id,))
+            touch_run(conn, self.db.dialect, record.run_id)
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-                (
-                    record.run_id,
-                    record.agent_id,
-                    record.parent,
-                    record.depth,
-                    name,
-                    record.session_id,
-                    now,
-                    touch_run(conn, self.db.dialect, record.run_id),
-                ),
-            )
+                f"VALUES (?, ?, ?, ?, ?, ?, 'running', ?, {RUN_SEQ})",
+                (record.run_id, record.agent_id, record.parent, record.depth, name, record.session_id, now,
+                 record.run_id),
+            )  # fmt: skip
 
     def report(self, record: RunRecord, report: dict[str, Any]) -> None:
         """The report so far (after each turn), so a crashed run still shows its turns;
         the turn in flight is then over."""
         with self.db.write() as conn:
-            conn.execute(
-                "UPDATE agents SET report = ?, live = NULL, seq = ? WHERE run_id = ? AND id = ?",
-                (_dump(report), touch_run(conn, self.db.dialect, record.run_id), record.run_id, record.agent_id),
-            )
-            _add_totals(conn, record, report)
+            touch_run(conn, self.db.dialect, record.run_id)
+            _write_report(conn, record, report, "live = NULL")
 
     def live(self, record: RunRecord, step: str) -> None:
         """The turn the agent has in flight (``step``: JSON text), for watchers."""
         with self.db.write() as conn:
+            touch_run(conn, self.db.dialect, record.run_id)
             conn.execute(
-                "UPDATE agents SET live = ?, seq = ? WHERE run_id = ? AND id = ? AND status = 'running'",
-                (step, touch_run(conn, self.db.dialect, record.run_id), record.run_id, record.agent_id),
+                f"UPDATE agents SET live = ?, seq = {RUN_SEQ} WHERE run_id = ? AND id = ? AND status = 'running'",
+                (step, record.run_id, record.run_id, record.agent_id),
             )
 
     def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
         """An agent run ended with ``status``; its usage counts toward the run's."""
         now = time.time()
         with self.db.write() as conn:
-            seq = touch_run(conn, self.db.dialect, record.run_id)
-            conn.execute(
-                "UPDATE agents SET status = ?, ended_at = ?, report = ?, live = NULL, seq = ? "
-                "WHERE run_id = ? AND id = ?",
-                (status, now, _dump(report), seq, record.run_id, record.agent_id),
-            )
-            _add_totals(conn, record, report)
-            if record.parent is None:
-                running = conn.execute(
-                    "SELECT 1 FROM agents WHERE run_id = ? AND parent_id IS NULL AND status = 'running'",
-                    (record.run_id,),
-                ).fetchone()
-                if running is None:  # the run ended: a stop asked of it is void
-                    conn.execute(
-                        "UPDATE runs SET status = ?, ended_at = ?, stop_requested = NULL WHERE id = ?",
-                        (status, now, record.run_id),
-                    )
+            touch_run(conn, self.db.dialect, record.run_id)
+            _write_report(conn, record, report, "status = ?, ended_at = ?, live = NULL", status, now)
+            if record.parent is None:  # the run ends with its last outermost agent: a stop asked of it is void
+                conn.execute(
+                    "UPDATE runs SET status = ?, ended_at = ?, stop_requested = NULL WHERE id = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM agents WHERE run_id = runs.id AND parent_id IS NULL AND status = 'running')",
+                    (status, now, record.run_id),
+                )
 
     # -- stopping (agent/stopping.py) -------------------------------------------------------
 
@@ -370,20 +366,20 @@ class Runs:
                 return run, False
             if run.status not in _PAUSED:
                 raise NotResumable("run", run.id, f"cannot be stopped: it already ended (status {run.status})")
-            seq = touch_run(conn, self.db.dialect, run.id)
+            touch_run(conn, self.db.dialect, run.id)
             conn.execute(
                 "UPDATE runs SET status = 'stopped', ended_at = ?, stop_requested = NULL, stop_reason = ? WHERE id = ?",
                 (now, reason, run.id),
             )
-            self._stop_agents(conn, run.id, reason, now, seq)
+            self._stop_agents(conn, run.id, reason, now)
             conn.execute("UPDATE checkpoints SET pending = NULL, decision = NULL, updated_at = ? WHERE run_id = ?",
                          (now, run.id))  # fmt: skip
         return run, True
 
     @staticmethod
-    def _stop_agents(conn: Connection, run_id: str, reason: str, now: float, seq: int) -> None:
+    def _stop_agents(conn: Connection, run_id: str, reason: str, now: float) -> None:
         """The agents a stopped run left waiting (or running, in a process that is gone)
-        end ``stopped`` with change number ``seq``; each one's report gets the status,
+        end ``stopped`` with the run's change number; each one's report gets the status,
         the reason and, for its result, the model's last text in the run's journal."""
         rows = conn.execute(
             "SELECT id, parent_id, report FROM agents WHERE run_id = ? AND status IN (?, ?, ?)",
@@ -395,9 +391,9 @@ class Runs:
             if parent is None and report.get("retention", "permanent") == "permanent":
                 report["result"] = _last_text(conn, run_id)
             conn.execute(
-                "UPDATE agents SET status = 'stopped', ended_at = ?, report = ?, live = NULL, seq = ? "
+                f"UPDATE agents SET status = 'stopped', ended_at = ?, report = ?, live = NULL, seq = {RUN_SEQ} "
                 "WHERE run_id = ? AND id = ?",
-                (now, _dump(report), seq, run_id, ident),
+                (now, _dump(report), run_id, run_id, ident),
             )
 
     def stop_requests(self, run_ids: builtins.list[str]) -> dict[str, str]:
@@ -545,29 +541,28 @@ class Runs:
         return run, [_agent(row, run.status == INTERRUPTED) for row in rows]
 
 
-def _add_totals(conn: Connection, record: RunRecord, report: dict[str, Any]) -> None:
-    """Set an agent's token and cost totals from its report, and add what changed to
-    the run's (a report is written after every turn, so the run's grow as it runs)."""
+def _write_report(conn: Connection, record: RunRecord, report: dict[str, Any], assign: str, *values: Any) -> None:
+    """Write an agent's report, with the run's change number, its token and cost totals
+    from the report and ``assign`` (more columns, set to ``values``), and add what its
+    totals grew by to the run's (a report is written after every turn, so the run's
+    grow as it runs). Two statements, nothing read back: the run's row takes the
+    difference from the agent's row before the agent's row is written."""
     usage = report.get("usage") or {}
     totals = (
         int(usage.get("input_tokens") or 0),
         int(usage.get("output_tokens") or 0),
         float(report.get("cost_usd") or 0.0),
     )
-    before = conn.execute(
-        "SELECT input_tokens, output_tokens, cost_usd FROM agents WHERE run_id = ? AND id = ?",
-        (record.run_id, record.agent_id),
-    ).fetchone()
-    if before is None:
-        return
     conn.execute(
-        "UPDATE agents SET input_tokens = ?, output_tokens = ?, cost_usd = ? WHERE run_id = ? AND id = ?",
+        "UPDATE runs SET input_tokens = runs.input_tokens + ? - agents.input_tokens, "
+        "output_tokens = runs.output_tokens + ? - agents.output_tokens, cost_usd = runs.cost_usd + ? - agents.cost_usd "
+        "FROM agents WHERE runs.id = ? AND agents.run_id = runs.id AND agents.id = ?",
         (*totals, record.run_id, record.agent_id),
     )
     conn.execute(
-        "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-        "cost_usd = cost_usd + ? WHERE id = ?",
-        (*(now - then for now, then in zip(totals, before, strict=True)), record.run_id),
+        f"UPDATE agents SET {assign}, report = ?, seq = {RUN_SEQ}, input_tokens = ?, output_tokens = ?, cost_usd = ? "
+        "WHERE run_id = ? AND id = ?",
+        (*values, _dump(report), record.run_id, *totals, record.run_id, record.agent_id),
     )
 
 

@@ -153,7 +153,8 @@ def test_a_watcher_never_passes_a_number_whose_change_has_not_committed(state_lo
     def hold():
         holder = StateStore(state_location)
         with holder.db.write() as conn:
-            numbers.append(touch_run(conn, holder.db.dialect, held_run.run_id))
+            touch_run(conn, holder.db.dialect, held_run.run_id)
+            numbers.append(conn.execute("SELECT seq FROM runs WHERE id = ?", (held_run.run_id,)).fetchone()[0])
             taken.set()
             release.wait(30)
         holder.close()
@@ -178,6 +179,40 @@ def test_a_watcher_never_passes_a_number_whose_change_has_not_committed(state_lo
     assert store.runs.latest() == held + 1 and len(answers) == 1
     run, _ = store.runs.changed(held_run.run_id, seen)
     assert run.seq == held
+
+
+def test_a_write_that_waits_for_another_on_the_same_run_is_numbered_after_it(state_location):
+    """Two writes to one run: the second asks while the first holds the run's row and
+    has no number yet (PostgreSQL: the second's UPDATE takes a number, then waits for
+    the row). The second commits last and is numbered after the first, so the run's
+    number never goes back and a watcher that saw the first sees the second."""
+    store = StateStore(state_location)
+    record = agent(store, "shared")
+    locked, go, numbers = threading.Event(), threading.Event(), []
+
+    def first():
+        holder = StateStore(state_location)
+        with holder.db.write() as conn:
+            conn.execute("UPDATE runs SET seq = seq WHERE id = ?", (record.run_id,))
+            locked.set()
+            go.wait(30)
+            touch_run(conn, holder.db.dialect, record.run_id)
+            numbers.append(conn.execute("SELECT seq FROM runs WHERE id = ?", (record.run_id,)).fetchone()[0])
+        holder.close()
+
+    holding = threading.Thread(target=first)
+    holding.start()
+    assert locked.wait(30)
+    second = threading.Thread(target=lambda: StateStore(state_location).runs.live(record, '{"index": 1}'))
+    second.start()
+    second.join(0.5)  # waiting for the run's row (PostgreSQL) or the store (SQLite)
+    go.set()
+    for thread in (holding, second):
+        thread.join()
+    (first_number,) = numbers
+    run, (changed,) = store.runs.changed(record.run_id, first_number)
+    assert run.seq > first_number and changed.seq == run.seq and changed.live == {"index": 1}
+    assert store.runs.latest() == run.seq
 
 
 @pytest.mark.parametrize("limit", [0, 3])
