@@ -181,6 +181,26 @@ def test_a_watcher_never_passes_a_number_whose_change_has_not_committed(state_lo
     assert run.seq == held
 
 
+def test_a_run_of_two_outermost_agents_ends_with_the_last_and_counts_each_usage_once(state_location):
+    """An agent's reports add what its totals grew by to the run's, however often it
+    reports; the run ends when its last outermost agent does, with that one's status."""
+    store = StateStore(state_location)
+    base = RunRecord.new()
+    first, second = base.child(), base.child()
+    for record in (first, second):
+        store.runs.start_agent(record, name="root")
+    store.runs.report(first, {"usage": {"input_tokens": 5}, "cost_usd": 0.5})
+    store.runs.report(second, {"usage": {"output_tokens": 1}})
+    store.runs.report(first, {"usage": {"input_tokens": 8}, "cost_usd": 0.75})
+    store.runs.finish_agent(first, status="done", report={"usage": {"input_tokens": 10}, "cost_usd": 1})
+    run = store.runs.get(base.run_id)
+    assert (run.status, run.ended_at, run.input_tokens, run.output_tokens, run.cost_usd) == ("running", None, 10, 1, 1.0)
+    store.runs.finish_agent(second, status="error", report={"usage": {"output_tokens": 2}})
+    run = store.runs.get(base.run_id)
+    assert (run.status, run.input_tokens, run.output_tokens, run.cost_usd) == ("error", 10, 2, 1.0)
+    assert run.ended_at is not None
+
+
 def test_a_write_that_waits_for_another_on_the_same_run_is_numbered_after_it(state_location):
     """Two writes to one run: the second asks while the first holds the run's row and
     has no number yet (PostgreSQL: the second's UPDATE takes a number, then waits for
