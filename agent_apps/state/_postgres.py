@@ -104,8 +104,6 @@ POSTGRESQL = Dialect(
     "FROM memory_files",
     # a sequence locks nothing; the shared lock tells watchers the number is not settled
     next_change=(_HOLD_CHANGE, "SELECT nextval('run_change_numbers')"),
-    # the row is locked before the number is taken: an UPDATE that waits for another
-    # transaction's lock on it evaluates its new row again once it has the lock
     touch_run=(_HOLD_CHANGE, "UPDATE runs SET seq = nextval('run_change_numbers') WHERE id = ?"),
     last_change="SELECT last_value FROM run_change_numbers",
     changes_in_flight=(

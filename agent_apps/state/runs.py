@@ -197,15 +197,14 @@ def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) 
     take their numbers in the order they commit, on either backend (module docstring)."""
     if not run_ids:
         return
-    *others, last = run_ids
-    if others:
-        conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in others])
-    *hold, touch = dialect.touch_run
-    for statement in hold:
+    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
+    *take, give = dialect.touch_run
+    for statement in take:
         conn.execute(statement)
-    conn.execute(touch, (last,))
+    first, *others = run_ids
+    conn.execute(give, (first,))
     if others:
-        conn.executemany(f"UPDATE runs SET seq = {RUN_SEQ} WHERE id = ?", [(last, run_id) for run_id in others])
+        conn.executemany(f"UPDATE runs SET seq = {RUN_SEQ} WHERE id = ?", [(first, run_id) for run_id in others])
 
 
 def _next_change(conn: Connection, dialect: Dialect) -> int:
