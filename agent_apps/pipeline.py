@@ -33,7 +33,6 @@ from .attachments import AttachmentInvalid, load
 from .context import Context, Finish, Signal
 from .errors import AgentAppsError, ArgsInvalid, LimitExceeded, SkillFailed, ToolNotAllowed
 from .middleware import check_untrusted_middleware
-from .run_record import id_problem
 from .skill import PROMPT_EXECUTOR
 from .validation import validate_args, validate_result
 
@@ -204,6 +203,8 @@ def _check_tenant(tenant: Any, parent: Context | None, run: RunRecord | None) ->
     """Refuse a ``tenant=`` that is not an id, or that would change the tenant of a run
     under way: it is set at the run's top only, and everything below serves it (the
     authority rules' principle: nothing below can claim more than its caller had)."""
+    from .run_record import id_problem  # here: an invocation without a tenant never loads run records
+
     problem = id_problem(tenant, "tenant id")
     if problem:
         raise ValueError(f"tenant: {problem}")
