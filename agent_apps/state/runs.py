@@ -300,8 +300,12 @@ class Runs:
                 "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (record.run_id, record.session_id, name, now, os.getpid(), _HOST, record.tenant_id),
             )
-            if record.parent is None:
-                conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (record.run_id,))
+            if record.parent is None:  # a row made before (a scheduler's claim) gets the run's tenant too
+                conn.execute(
+                    "UPDATE runs SET status = 'running', ended_at = NULL, tenant_id = coalesce(tenant_id, ?) "
+                    "WHERE id = ?",
+                    (record.tenant_id, record.run_id),
+                )
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)",

@@ -5,13 +5,19 @@ show``), a resumed run and deferred work keep it; on both backends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 
 from agent_apps import ApprovalPending, SkillFailed
 from agent_apps.authority import Authority, invoke_as
 from agent_apps.cli import main as cli_main
+from agent_apps.scheduling import Scheduler
+from agent_apps.state import StateStore
+from agent_apps.state.errors import SnapshotInvalid
+from agent_apps.state.run_snapshot import export_run, import_run
 from agent_apps.testing.plugin import hermetic_manager
 
 pytestmark = pytest.mark.anyio
@@ -46,10 +52,13 @@ async def main(ctx, args):
     return Authority.of(ctx).to_json()
 """
 
+#: Agent code that finishes with the probe's answer.
+FINISH_PROBE = "ctx.manager.finish(await ctx.manager.invoke('probe'))"
+
 #: The agent's code starts a sub-agent whose code asks the probe.
 NESTED = (
     "r = await ctx.manager.invoke('agent', {'prompt': 'Q', 'allowed_tools': 'probe', 'config': "
-    "{'agent': 'agent-scripted', 'script': [{'code': \"ctx.manager.finish(await ctx.manager.invoke('probe'))\"}]}})\n"
+    f"{{'agent': 'agent-scripted', 'script': [{{'code': {FINISH_PROBE!r}}}]}}}})\n"
     "ctx.manager.finish([r, await ctx.manager.invoke('probe')])"
 )
 
@@ -165,3 +174,50 @@ def test_the_command_line_sets_lists_and_shows_a_runs_tenant(capsys, tmp_path, s
     assert code == 0 and "tenant acme" in out.splitlines()[1]
     code, out, err = cli(capsys, "runs", "list", "--tenant", "nobody")
     assert code == 0 and out == "" and "no runs recorded for tenant nobody" in err
+
+
+class Clock:
+    """Time that moves only when told to (the scheduler's)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
+async def test_a_schedule_made_inside_a_run_runs_for_that_runs_tenant(cm):
+    scheduled = {"prompt": "p", "allowed_tools": "probe",
+                 "config": {"agent": "agent-scripted", "script": [{"code": FINISH_PROBE}]}}
+    make = f"await ctx.manager.invoke('schedule-create', {{'ref': 'agent', 'args': {scheduled!r}, 'every': 5}})"
+    call = {"prompt": "P", "allowed_tools": "schedule-create agent probe",
+            "config": {"agent": "agent-scripted", "script": [{"code": make}, {"text": "made"}]}}
+    allow = {"security": {"policy": {"allow": ["schedule-*"]}}}
+    assert await cm.invoke("agent", call, config=allow, tenant="acme") == "made"
+    (schedule,) = cm.state.schedules.list()
+    assert schedule.authority.tenant == "acme"
+    scheduler = Scheduler(cm, clock=Clock(time.time() + 10))
+    assert len(await scheduler.tick()) == 1
+    await scheduler.wait_idle()
+    (ran,) = cm.state.schedules.runs_of(schedule.id)
+    assert ran["status"] == "done", ran
+    run = cm.state.runs.get(ran["run_id"])
+    assert run.tenant_id == "acme"  # the row the scheduler's claim made gets it when the run starts
+    assert [a.report["result"] for a in cm.state.runs.agents(run.id)] == ["acme"]
+
+
+async def test_an_exported_run_keeps_its_tenant_where_it_is_imported(cm, tmp_path):
+    await cm.invoke("agent", nested_agent(), tenant="acme")
+    (run,) = cm.state.runs.list()
+    snapshot = export_run(cm.state, run.id)
+    assert snapshot["run"]["tenant_id"] == "acme"
+    other = StateStore(str(tmp_path / "other.db"))
+    import_run(other, snapshot)
+    assert other.runs.get(run.id).tenant_id == "acme" and other.runs.count(tenant="acme") == 1
+    snapshot["run"] = {**snapshot["run"], "id": "r2", "tenant_id": "not ok"}
+    with pytest.raises(SnapshotInvalid, match="run.tenant_id: bad tenant id 'not ok'"):
+        import_run(other, snapshot)
+    assert other.runs.count() == 1
