@@ -163,6 +163,9 @@ def test_the_command_line_sets_lists_and_shows_a_runs_tenant(capsys, tmp_path, s
     assert cli(capsys, "invoke", "hello", "--path", folder)[0] == 0
     code, out, err = cli(capsys, "invoke", "hello", "--path", folder, "--tenant", "no way")
     assert code == 2 and "--tenant: bad tenant id 'no way'" in err and out == ""
+    for argv in (("run", "hi"), ("chat",)):  # the same check on every command that makes a call
+        code, out, err = cli(capsys, *argv, "--tenant", "no way")
+        assert code == 2 and "--tenant: bad tenant id 'no way'" in err, (argv, err)
     code, out, _ = cli(capsys, "runs", "list")
     head, *rows = out.splitlines()
     assert code == 0 and head.split()[:6] == ["RUN", "STARTED", "STATUS", "NAME", "SESSION", "TENANT"]
