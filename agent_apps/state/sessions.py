@@ -20,6 +20,7 @@ from .messages import Entry, History, Message, estimate_tokens, stale_form
 
 __all__ = ["SessionInfo", "Sessions", "session_id_problem"]
 
+
 def session_id_problem(ident: object) -> str | None:
     """Why ``ident`` cannot name a session, or None (the rules of every id: :func:`id_problem`)."""
     return id_problem(ident, "session id")
