@@ -198,7 +198,12 @@ class SandboxPool:
         self._request(REFILL_DELAY if self._ready else 0.0)
         if waiting is None:
             return core
-        return await waiting
+        try:
+            return await waiting
+        except asyncio.CancelledError:  # cancelled once its instance was delivered: keep it
+            if waiting.done() and not waiting.cancelled() and (core := waiting.result()) is not None:
+                self._deliver(waiting, core)
+            raise
 
     async def close(self) -> None:
         with self._wake:

@@ -520,6 +520,26 @@ async def test_a_cancelled_acquire_leaves_the_instance_it_waited_for_in_the_pool
         assert (pool.stats.pooled, pool.stats.fresh) == (2, 0)
 
 
+async def test_an_acquire_cancelled_as_its_instance_arrives_leaves_it_in_the_pool():
+    from agent_apps.sandbox import SandboxPool
+
+    async with SandboxPool(size=1) as pool:
+        await pool.wait_ready()
+        first = await pool.acquire()
+        waiting = asyncio.ensure_future(pool.acquire())
+        await asyncio.sleep(0)  # it waits for the instance in the making
+        pool.size = 0  # no refill after that one, so the pool holds only what comes back
+        hang_guard = time.monotonic() + 60
+        while pool.stats.made < 2 and time.monotonic() < hang_guard:
+            time.sleep(0.01)  # the loop is blocked: the delivery waits in its queue
+        await asyncio.sleep(0)  # the delivery runs; the acquire has not resumed yet
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert pool.ready == 1
+        await first.close()
+
+
 async def test_a_pool_of_size_zero_makes_each_instance_on_demand_and_starts_no_thread():
     from agent_apps.sandbox import SandboxPool
 
