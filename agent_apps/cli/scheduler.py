@@ -72,12 +72,10 @@ def run(args: argparse.Namespace) -> int:
     due = [s.next_at for s in schedules if s.next_at is not None]
     from ..timing import iso
 
-    print(
+    ready = (
         f"agent-apps scheduler: {len(schedules)} schedule(s) in {store.path}"
         + (f", next due {iso(min(due))}" if due else "")
-        + "; Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
+        + "; Ctrl-C stops"
     )
 
     async def main() -> int:
@@ -90,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop)
+        print(ready, file=sys.stderr, flush=True)  # once it is true: from here Ctrl-C stops gracefully
         return await scheduler.run()
 
     try:

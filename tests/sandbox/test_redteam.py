@@ -413,14 +413,17 @@ async def test_waits_outside_the_event_loop_never_block_the_host(host):
     boxes = [await Sandbox.start(memory={"i": i}, limits=SandboxLimits(timeout=60), call_host=host) for i in range(3)]
     try:
         for _ in range(3):  # more often than the old cap on stuck workers allowed
-            before = beats
             results = await asyncio.gather(*(
                 box.run("import sys\n" + WASI_WAITS[name])
                 for box, name in zip(boxes, sorted(WASI_WAITS), strict=True)
             ))
             for res in results:
                 assert res.replaced and "waited on WASI's clock directly" in res.error, res
-            assert beats > before or all(r.duration < 0.01 for r in results)
+                # each asked to wait 30 s: one that blocked would have taken all of it (a
+                # busy machine's CPU time to reset the sandbox is not a wait; the loop may
+                # not tick while the reset runs on it, so ticks per round prove nothing)
+                assert res.duration < 15, res
+        assert beats > 0  # and the loop ran its other tasks between the rounds
         for i, box in enumerate(boxes):
             assert (await box.run("memory")).value == {"i": i}
     finally:

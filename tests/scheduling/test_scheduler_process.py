@@ -40,8 +40,17 @@ def skills(tmp_path):
 
 
 def start(skills: Path, env: dict, tmp_path: Path, *extra: str) -> subprocess.Popen:
+    """Start a scheduler and wait until it says Ctrl-C stops it (a SIGINT before that is
+    Python's own: exit 130, not a graceful stop)."""
     cmd = [sys.executable, "-m", "agent_apps", "scheduler", "--path", str(skills), "--poll", "0.1", *extra]
-    return subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.first_lines = ""
+    while "Ctrl-C stops" not in proc.first_lines:  # warnings may come before the ready line
+        line = proc.stderr.readline()
+        if not line:  # it ended first: stop() and wait_for() say why
+            break
+        proc.first_lines += line
+    return proc
 
 
 def wait_for(check, what: str, procs=()) -> None:
@@ -50,7 +59,7 @@ def wait_for(check, what: str, procs=()) -> None:
         if check():
             return
         for proc in procs:
-            assert proc.poll() is None, f"scheduler exited early: {proc.communicate()[1]}"
+            assert proc.poll() is None, f"scheduler exited early: {proc.first_lines}{proc.communicate()[1]}"
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -63,6 +72,7 @@ def stop(proc: subprocess.Popen) -> str:
         proc.kill()
         _, err = proc.communicate()
         raise AssertionError(f"the scheduler did not stop on SIGINT: {err}") from None
+    err = proc.first_lines + err
     assert proc.returncode == 0, err
     assert "agent-apps scheduler: stopped" in err
     return err
