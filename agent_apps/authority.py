@@ -79,13 +79,15 @@ class Authority:
 
     ``allowed_tools``: the maker's allowed-tools (None: every visible skill);
     ``untrusted``: the maker was agent code; ``by``: who it was, for records and errors
-    (``agent code of NAME``, a skill's name). Work made from Python or the command line
+    (``agent code of NAME``, a skill's name); ``tenant``: the tenant the maker's run
+    served, which the work serves too. Work made from Python or the command line
     has no Authority (None): it runs with the user's.
     """
 
     allowed_tools: str | None = None
     untrusted: bool = False
     by: str | None = None
+    tenant: str | None = None
 
     @classmethod
     def of(cls, ctx: Context) -> Authority | None:
@@ -98,11 +100,12 @@ class Authority:
         delegation = caller.internals.get(DELEGATION)
         if isinstance(delegation, Delegation):
             return delegation.authority
+        tenant = caller.run.tenant_id
         if caller.internals.get("untrusted"):
             scope = caller.nonlocals.get("agent") or {}
             by = f"agent code of {scope.get('skill_name') or caller.skill.name}"
-            return cls(caller.skill.allowed_tools, True, by)
-        return cls(caller.skill.allowed_tools, False, caller.skill.name)
+            return cls(caller.skill.allowed_tools, True, by, tenant)
+        return cls(caller.skill.allowed_tools, False, caller.skill.name, tenant)
 
     @classmethod
     def from_json(cls, data: Any) -> Authority | None:
@@ -111,15 +114,19 @@ class Authority:
             return None
         if not isinstance(data, dict):
             raise ValueError(f"an authority is a JSON object, not {type(data).__name__}")
-        allowed, by = data.get("allowed_tools"), data.get("by")
+        allowed, by, tenant = data.get("allowed_tools"), data.get("by"), data.get("tenant")
         return cls(
             allowed if isinstance(allowed, str) else None,
             bool(data.get("untrusted")),
             by if isinstance(by, str) else None,
+            tenant if isinstance(tenant, str) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"allowed_tools": self.allowed_tools, "untrusted": self.untrusted, "by": self.by}
+        data: dict[str, Any] = {"allowed_tools": self.allowed_tools, "untrusted": self.untrusted, "by": self.by}
+        if self.tenant is not None:
+            data["tenant"] = self.tenant
+        return data
 
     def stand_in(self) -> Skill:
         """The skill whose invocation stands in for the maker: its allowed-tools, and the
@@ -267,8 +274,9 @@ async def invoke_as(
     an invocation standing in for the maker (:meth:`Authority.stand_in`, untrusted when
     the maker was agent code), so every check a direct call from the maker meets applies
     now. ``parent``: the invocation it runs in (None: a top-level one, which ``options``,
-    :meth:`ContextManager.invoke`'s, describe). Without an authority (work made from
-    Python or the command line) it is an ordinary invocation."""
+    :meth:`ContextManager.invoke`'s, describe; a top-level one serves the maker's
+    tenant). Without an authority (work made from Python or the command line) it is an
+    ordinary invocation."""
     if authority is None:
         if parent is None:
             return await cm.invoke(ref, args, **options)
@@ -278,6 +286,8 @@ async def invoke_as(
         internals["untrusted"] = True
     options["internals"] = internals
     if parent is None:
+        if authority.tenant is not None:
+            options.setdefault("tenant", authority.tenant)
         return await cm.invoke(authority.stand_in(), {}, **options)
     return await cm._invoke(authority.stand_in(), {}, parent, options)
 

@@ -274,16 +274,19 @@ class Context:
             else:
                 from .run_record import RunRecord  # here: a plain invocation never needs one
 
-                record = self._run = RunRecord.new(signal=self.signal, trace_id=tracing.trace_id(self))
+                trace_id, tenant = tracing.trace_id(self), self.internals.get("tenant")
+                record = self._run = RunRecord.new(signal=self.signal, trace_id=trace_id, tenant_id=tenant)
                 self._cm._runs[record.run_id] = record  # cm.cancel(run_id) finds it
         return record
 
     def continue_run(self, record: RunRecord) -> None:
         """Make this invocation part of the run ``record`` names (a scheduled run, a
-        resumed one): its id, with this invocation's cancellation token and trace, so
+        resumed one): its id and tenant (this invocation's ``tenant=`` when the record has
+        none), with this invocation's cancellation token and trace, so
         ``cm.cancel(run_id)`` finds it."""
         trace_id = record.trace_id or tracing.trace_id(self) or record.run_id
-        self._run = replace(record, signal=record.signal or self.signal, trace_id=trace_id)
+        tenant = record.tenant_id or self.internals.get("tenant")
+        self._run = replace(record, signal=record.signal or self.signal, trace_id=trace_id, tenant_id=tenant)
         if self.parent is None:
             self._cm._runs[record.run_id] = self._run
 

@@ -311,7 +311,9 @@ class ContextManager:
         frontmatter keys and a ``main`` callable. Options: ``middleware=[...]``
         (call-time middleware), ``config={...}`` (the call layer of the cascade),
         ``signal=Signal()`` (cancel it to cancel the invocation), ``timeout=SECONDS``
-        (cancel the whole run after that long), ``internals={...}``
+        (cancel the whole run after that long), ``tenant=ID`` (the tenant the run
+        serves: ``ctx.run.tenant_id`` everywhere in it, kept with it in the store),
+        ``internals={...}``
         (per-invocation flags), ``nonlocals={...}`` (seen by every descendant, e.g.
         ``{"agent": {"events": "my-topic"}}`` to hear every agent below).
 

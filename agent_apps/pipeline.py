@@ -38,6 +38,7 @@ from .validation import validate_args, validate_result
 
 if TYPE_CHECKING:
     from .manager import ContextManager
+    from .run_record import RunRecord
     from .skill import Skill
 
 __all__ = ["OPTIONS", "invoke"]
@@ -46,7 +47,7 @@ __all__ = ["OPTIONS", "invoke"]
 OPTIONS = frozenset(
     {
         "middleware", "config", "target", "internals", "nonlocals", "signal", "system", "session", "read_only",
-        "run", "attachments", "context",
+        "run", "attachments", "context", "tenant",
     }
 )
 
@@ -60,6 +61,9 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         raise TypeError(f"invoke() got unknown options: {', '.join(sorted(options.keys() - OPTIONS))}")
     if options.get("read_only") and not options.get("session"):
         raise ValueError("read_only=True applies to a session: give session=ID too")
+    tenant = options.get("tenant")
+    if tenant is not None:
+        _check_tenant(tenant, parent, options.get("run"))
     depth = 0 if parent is None else parent.depth + 1
     config, middleware = options.get("config"), options.get("middleware")
     try:
@@ -110,6 +114,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         ctx.internals["attachments"] = attachments
     if options.get("context") is not None:  # the agent this invocation serves gets it as a layer
         ctx.internals["context"] = options["context"]
+    if tenant is not None and parent is None:  # the run's record, made on first use, serves it
+        ctx.internals["tenant"] = tenant
     if options.get("nonlocals"):
         ctx.nonlocals.update(options["nonlocals"])
     if middleware:  # agent middleware named here reaches the agent it serves
@@ -191,6 +197,26 @@ def _attachments(cm: ContextManager, skill: Skill, parent: Context | None, given
         return load(given, files=files, cwd=cm.cwd)
     except AttachmentInvalid as exc:
         raise ArgsInvalid(skill.name, exc.path, str(exc)) from None
+
+
+def _check_tenant(tenant: Any, parent: Context | None, run: RunRecord | None) -> None:
+    """Refuse a ``tenant=`` that is not an id, or that would change the tenant of a run
+    under way: it is set at the run's top only, and everything below serves it (the
+    authority rules' principle: nothing below can claim more than its caller had)."""
+    from .run_record import id_problem  # here: an invocation without a tenant never loads run records
+
+    problem = id_problem(tenant, "tenant id")
+    if problem:
+        raise ValueError(f"tenant: {problem}")
+    if parent is not None:
+        held = parent.run.tenant_id
+        if tenant != held:
+            raise ValueError(
+                f"tenant={tenant!r}: a nested invocation serves its run's tenant ({held!r}); "
+                "only the top-level invoke() sets it"
+            )
+    elif run is not None and run.tenant_id is not None and tenant != run.tenant_id:
+        raise ValueError(f"tenant={tenant!r}: run {run.run_id} serves tenant {run.tenant_id!r}")
 
 
 def _tag(exc: AgentAppsError, depth: int) -> None:

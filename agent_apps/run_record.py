@@ -23,6 +23,7 @@ accounts it points to.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,20 @@ if TYPE_CHECKING:
     from .context import Signal
     from .sandbox import SandboxLimits
 
-__all__ = ["AgentLimits", "RunRecord", "RunTree"]
+__all__ = ["AgentLimits", "RunRecord", "RunTree", "id_problem"]
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}")
+
+
+def id_problem(ident: object, noun: str) -> str | None:
+    """Why ``ident`` cannot be a ``noun`` (a session id, a tenant id), or None: 1-200
+    letters, digits and ``._:@+=-``, starting with a letter or digit (such ids go into
+    file names, command lines and store columns)."""
+    if not isinstance(ident, str):
+        return f"a {noun} is a string, not {type(ident).__name__}"
+    if not _ID.fullmatch(ident):
+        return f"bad {noun} {ident!r}: use 1-200 letters, digits and . _ : @ + = -, starting with a letter or digit"
+    return None
 
 
 class RunTree:
@@ -157,14 +171,19 @@ class RunRecord:
     #: sandbox limits, turns and steps (``None`` above any agent).
     limits: AgentLimits | None = None
     tree: RunTree = field(default_factory=RunTree, compare=False, repr=False)
+    #: The tenant the whole run serves (``invoke(..., tenant=ID)``), the same in every
+    #: record of the run: set at its top, never changed below (``None``: no tenant).
+    tenant_id: str | None = None
 
     @classmethod
-    def new(cls, *, signal: Signal | None = None, trace_id: str | None = None) -> RunRecord:
+    def new(
+        cls, *, signal: Signal | None = None, trace_id: str | None = None, tenant_id: str | None = None
+    ) -> RunRecord:
         """The record of a new run (a top-level invocation)."""
         import uuid  # a few ms to import: only when a run is actually recorded
 
         run_id = uuid.uuid4().hex
-        return cls(run_id, trace_id=trace_id or run_id, signal=signal)
+        return cls(run_id, trace_id=trace_id or run_id, signal=signal, tenant_id=tenant_id)
 
     def child(
         self,
@@ -181,7 +200,7 @@ class RunRecord:
 
         Sessions are not inherited: a sub-agent writes into no session unless it was
         given one. The deadline is the earlier of this record's and ``deadline``; the
-        priority is this record's unless given.
+        priority is this record's unless given; the tenant is always this record's.
         """
         agent_id = os.urandom(6).hex()  # secrets.token_hex(6), without importing secrets at start
         top = self.agent_id is None
@@ -202,6 +221,7 @@ class RunRecord:
             priority=priority or self.priority,
             limits=limits,
             tree=self.tree,
+            tenant_id=self.tenant_id,
         )
 
     @property
@@ -220,4 +240,5 @@ class RunRecord:
             "trace_id": self.trace_id,
             "deadline": self.deadline,
             "priority": self.priority,
+            "tenant_id": self.tenant_id,
         }

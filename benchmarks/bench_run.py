@@ -12,11 +12,12 @@ with ``cm.invoke_sync`` as a user would, journal on (the default):
 * **one-turn run**: the skill's code finishes at once (``ctx.manager.finish(1)``);
   the median of 30 runs from ``invoke_sync`` to its result.
 
-Each measure is taken in three rounds and printed as the range of the rounds' medians.
+Each measure is taken in three rounds and printed as the range of the rounds' medians,
+then how many runs took a pooled sandbox and how many made their own on their path.
 ``--profile`` runs them under cProfile instead: it prints the Python function calls
 on the event loop's thread per one-turn run and per host call (counts, which the load
-does not change), and the top entries of the one-turn run's profile. The home and the run store
-live in a temporary folder.
+does not change), and the top entries of the one-turn run's profile. The home and the
+run store live in a temporary folder.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def main() -> None:
     for name in rounds[0]:
         low, high = min(r[name] for r in rounds), max(r[name] for r in rounds)
         print(f"{name:<40} {low:>9.1f} - {high:.1f}")
+    from agent_apps.agent import executor
+
+    if executor._POOL is not None:
+        stats = executor._POOL.stats
+        print(f"sandboxes: {stats.pooled} runs took a pooled one, {stats.fresh} made their own")
 
 
 if __name__ == "__main__":

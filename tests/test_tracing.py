@@ -91,6 +91,21 @@ print(json.dumps({"result": result, "report_trace": report["trace_id"], "spans":
     assert chain[-1] == "invoke agent" and "invoke agent-code" in chain
 
 
+def test_the_agent_span_carries_the_runs_tenant():
+    data = python(
+        SETUP
+        + TRACED
+        + """
+config = {"agent": "agent-scripted", "script": [{"text": "done"}]}
+asyncio.run(cm.invoke("agent", {"prompt": "P", "config": config}, tenant="acme"))
+asyncio.run(cm.invoke("agent", {"prompt": "P", "config": config}))
+agents = [dict(s.attributes) for s in exporter.get_finished_spans() if s.name == "invoke agent"]
+print(json.dumps([a.get("agent_apps.tenant_id") for a in agents]))
+"""
+    )
+    assert data == ["acme", None]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("strands") is None, reason="needs the strands extra")
 def test_strands_spans_join_the_runs_trace_with_tool_code_under_execute_tool_and_one_span_a_model_call():
     from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g

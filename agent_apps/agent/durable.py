@@ -491,7 +491,7 @@ async def resume(cm: ContextManager, run_id: str, **options: Any) -> Any:
             if invocation.get(key) and key not in options:
                 options[key] = invocation[key]
         authority = Authority.from_json(invocation.get("authority"))
-        run_options = {"run": RunRecord(run.id), "internals": internals, **options}
+        run_options = {"run": RunRecord(run.id, tenant_id=run.tenant_id), "internals": internals, **options}
         if not invocation.get("imported"):
             return await invoke_as(cm, authority, invocation["skill"], invocation.get("args"), **run_options)
         check_imported(invocation, cm.catalog.skills, source=f"run {run.id} (imported)", stored=True)

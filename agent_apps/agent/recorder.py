@@ -115,6 +115,7 @@ class Recorder:
             "trace_id": record.trace_id,
             "priority": record.priority,
             "deadline": record.deadline,
+            **({"tenant_id": record.tenant_id} if record.tenant_id else {}),
             "name": name,
             "provider": provider,
             "model": model,

@@ -240,7 +240,8 @@ class AgentRun:
             **({"warnings": context.warnings} if context.warnings else {}),
         )
         ids = {f"agent_apps.{key}": value for key, value in self.reporter.ids().items()}
-        tracing.annotate(self.ctx.span, {"agent_apps.agent": settings.name, **ids})
+        tenant = {"agent_apps.tenant_id": self.record.tenant_id} if self.record.tenant_id else {}
+        tracing.annotate(self.ctx.span, {"agent_apps.agent": settings.name, **ids, **tenant})
         tracing.gen_ai(self.ctx.span, "invoke_agent", agent=settings.name, model=settings.config.get("model_id"))
         return context
 

@@ -192,7 +192,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The invocation's options from ``--session``, ``--read-only``, ``--timeout``, ``--model``,
+    """The invocation's options from ``--session``, ``--read-only``, ``--tenant``, ``--timeout``, ``--model``,
     ``--config`` (the call layer of the cascade: it wins over every config file and the
     skill's metadata, as ``invoke(..., config=...)`` does in Python) and ``--attach``
     (each file read and checked now, so a bad one is refused before anything runs)."""
@@ -221,6 +221,13 @@ def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
         if not args.session:
             raise UsageError("--read-only applies to a session: give --session ID too")
         options["read_only"] = True
+    if args.tenant is not None:
+        from ..run_record import id_problem
+
+        problem = id_problem(args.tenant, "tenant id")
+        if problem:
+            raise UsageError(f"--tenant: {problem}")
+        options["tenant"] = args.tenant
     if args.timeout is not None:
         options["timeout"] = args.timeout
     config: dict[str, Any] = {}
@@ -526,8 +533,8 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
 
 
 def add_call_options(p: _Parser) -> None:
-    """``--model``, ``--config``, ``--session``, ``--read-only``, ``--timeout`` and ``--attach``:
-    what sets up a call (invoke, run, chat)."""
+    """``--model``, ``--config``, ``--session``, ``--read-only``, ``--tenant``, ``--timeout`` and
+    ``--attach``: what sets up a call (invoke, run, chat)."""
     p.add_argument("--model", metavar="ID", help="the model to use (model.model_id, above the skill's own)")
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE",
@@ -539,6 +546,7 @@ def add_call_options(p: _Parser) -> None:
         "--read-only", action="store_true", help="off the record: the agent sees the session's history and "
         "writes nothing to it"
     )
+    p.add_argument("--tenant", metavar="ID", help="the tenant the run serves (ctx.run.tenant_id; runs list --tenant)")
     p.add_argument(
         "--attach", action="append", default=[], metavar="FILE",
         help="an image (png, jpeg, gif, webp) or a document (pdf, txt, md) for the agent's user message "

@@ -88,6 +88,7 @@ def parser() -> argparse.ArgumentParser:
     sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = sub.add_parser("list", parents=[common], help="recent runs, newest first")
     p.add_argument("--session", metavar="ID", help="only runs of this session")
+    p.add_argument("--tenant", metavar="ID", help="only runs that serve this tenant")
     p.add_argument("--limit", type=_number(int, 0), default=50, metavar="N", help="at most N runs (default 50; 0: all)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(run=runs_list)
@@ -309,15 +310,19 @@ def _duration(start: float | None, end: float | None) -> str:
 
 
 def runs_list(args: argparse.Namespace) -> int:
-    runs = open_store().runs.list(session=args.session, limit=args.limit or None)
-    rows: list[tuple[str, ...]] = [("RUN", "STARTED", "STATUS", "NAME", "SESSION", "TOKENS IN/OUT", "TIME")]
+    runs = open_store().runs.list(session=args.session, tenant=args.tenant, limit=args.limit or None)
+    tenants = any(run.tenant_id for run in runs)  # the column only where some run serves a tenant
+    head = ("RUN", "STARTED", "STATUS", "NAME", "SESSION", *(("TENANT",) if tenants else ()), "TOKENS IN/OUT", "TIME")
+    rows: list[tuple[str, ...]] = [head]
     for run in runs:
         tokens = f"{run.input_tokens}/{run.output_tokens}"
         duration = _duration(run.started_at, run.ended_at)
+        tenant = (run.tenant_id or "-",) if tenants else ()
         rows.append(
-            (run.id[:12], _when(run.started_at), run.status, run.name, run.session_id or "-", tokens, duration)
+            (run.id[:12], _when(run.started_at), run.status, run.name, run.session_id or "-", *tenant, tokens, duration)
         )
     empty = "no runs recorded" + (f" in session {args.session}" if args.session else "")
+    empty += f" for tenant {args.tenant}" if args.tenant else ""
     return _listing(args, [run.to_json() for run in runs], rows, empty)
 
 

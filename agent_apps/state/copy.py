@@ -46,7 +46,7 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     (
         "runs",
         "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq, "
-        "stop_requested, stop_reason",
+        "stop_requested, stop_reason, tenant_id",
         "id",
     ),
     (

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as
 from ..errors import ToolNotAllowed
+from ..run_record import id_problem
 from ..skill import Skill, is_skill_name
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
 from .runs import find_run, touch_run
@@ -77,6 +78,7 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                 "name": {"type": "string"},
                 "status": {"type": "string"},
                 "session_id": {"type": ["string", "null"]},
+                "tenant_id": {"type": ["string", "null"]},
                 "started_at": {"type": "number"},
                 "ended_at": {"type": ["number", "null"]},
                 "usage": {"type": "object"},
@@ -185,10 +187,11 @@ def import_run(
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
         made = conn.execute(
             "INSERT INTO runs (id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, "
-            "output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "output_tokens, cost_usd, tenant_id) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
             (run["id"], run.get("session_id"), run["name"], run["status"], run["started_at"], run.get("ended_at"),
              int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-             float(run.get("cost_usd") or 0)),
+             float(run.get("cost_usd") or 0), run.get("tenant_id")),
         ).rowcount  # fmt: skip
         if not made:  # imported by another process meanwhile
             raise AlreadyExists("run", run["id"], "it is in this store already; runs show lists it")
@@ -320,6 +323,10 @@ def _agents_state(entries: list[Any]) -> list[dict[str, Any]]:
 
 def _check(data: Any, text: str | None, source: str) -> None:
     check_export(data, text, source, format=FORMAT, version=VERSION, schema=SNAPSHOT_SCHEMA, kind="run")
+    tenant = data["run"].get("tenant_id")
+    problem = id_problem(tenant, "tenant id") if tenant is not None else None
+    if problem:
+        raise SnapshotInvalid(problem, source=source, line=_line(text, ["run", "tenant_id"]), field="run.tenant_id")
     point = data.get("checkpoint")
     if point is not None and point.get("decision") is not None:
         raise SnapshotInvalid(

@@ -81,6 +81,8 @@ def write_run(view: RunView, out: TextIO, width: int) -> None:
     run, w = view.run, _Writer(out, width)
     w.line(0, f"run {run.id}: {view.status}")
     facts = [run.name, f"session {run.session_id}" if run.session_id else "no session"]
+    if run.tenant_id:
+        facts.append(f"tenant {run.tenant_id}")
     facts.append(f"started {clock(run.started_at)}")
     if run.ended_at:
         facts.append(f"took {duration((run.ended_at - run.started_at) * 1000)}")

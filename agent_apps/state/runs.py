@@ -85,6 +85,8 @@ class RunInfo:
     cost_usd: float = 0.0
     #: The number of the run's last change (see :func:`touch_run`).
     seq: int = 0
+    #: The tenant the run serves (``invoke(..., tenant=ID)``), or None.
+    tenant_id: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> RunInfo:
@@ -108,6 +110,7 @@ class RunInfo:
             "host": self.host,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
             "cost_usd": round(self.cost_usd, 8),
+            "tenant_id": self.tenant_id,
         }
         return data
 
@@ -149,7 +152,8 @@ class AgentInfo:
 
 
 _RUN_COLUMNS = (
-    "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq"
+    "id, session_id, name, status, started_at, ended_at, pid, host, input_tokens, output_tokens, cost_usd, seq, "
+    "tenant_id"
 )
 _AGENT_COLUMNS = (
     "run_id, id, parent_id, depth, name, session_id, status, started_at, ended_at, report, trace, live, seq"
@@ -244,11 +248,14 @@ def _like(text: str) -> str:
 
 
 def _where(
-    session: str | None, status: str | None, name: str | None, text: str | None
+    session: str | None, status: str | None, name: str | None, text: str | None, tenant: str | None = None
 ) -> tuple[str, builtins.list[Any]]:
     """The WHERE clause of a filtered run list, and its parameters."""
     clauses: builtins.list[str] = []
     params: builtins.list[Any] = []
+    if tenant is not None:
+        clauses.append("tenant_id = ?")
+        params.append(tenant)
     if session is not None:
         clauses.append("id IN (SELECT run_id FROM agents WHERE session_id = ?)")
         params.append(session)
@@ -302,12 +309,16 @@ class Runs:
         now = time.time()
         with self.db.write() as conn:
             conn.execute(
-                "INSERT INTO runs (id, session_id, name, status, started_at, pid, host) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (record.run_id, record.session_id, name, now, os.getpid(), _HOST),
+                "INSERT INTO runs (id, session_id, name, status, started_at, pid, host, tenant_id) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (record.run_id, record.session_id, name, now, os.getpid(), _HOST, record.tenant_id),
             )
-            if record.parent is None:
-                conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (record.run_id,))
+            if record.parent is None:  # a row made before (a scheduler's claim) gets the run's tenant too
+                conn.execute(
+                    "UPDATE runs SET status = 'running', ended_at = NULL, tenant_id = coalesce(tenant_id, ?) "
+                    "WHERE id = ?",
+                    (record.tenant_id, record.run_id),
+                )
             touch_run(conn, self.db.dialect, record.run_id)
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
@@ -437,13 +448,15 @@ class Runs:
         status: str | None = None,
         name: str | None = None,
         text: str | None = None,
+        tenant: str | None = None,
         waiting_first: bool = False,
     ) -> builtins.list[RunInfo]:
         """Runs, newest first (``waiting_first``: those waiting for approval before the
         rest), ``limit`` of them after the first ``offset``. Filters: ``session`` (an
-        agent of the run is in it), ``status``, ``name`` (the skill first invoked) and
-        ``text`` (in the run's id, name, session or its agents' reports)."""
-        where, params = _where(session, status, name, text)
+        agent of the run is in it), ``status``, ``name`` (the skill first invoked),
+        ``text`` (in the run's id, name, session or its agents' reports) and ``tenant``
+        (the tenant the run serves)."""
+        where, params = _where(session, status, name, text, tenant)
         first = f"status = '{WAITING}' DESC, " if waiting_first else ""
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY {first}started_at DESC, id"
         if limit is not None or offset:
@@ -459,9 +472,10 @@ class Runs:
         status: str | None = None,
         name: str | None = None,
         text: str | None = None,
+        tenant: str | None = None,
     ) -> int:
         """How many runs :meth:`list` gives with these filters and no limit."""
-        where, params = _where(session, status, name, text)
+        where, params = _where(session, status, name, text, tenant)
         with self.db.read() as conn:
             return int(conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0])
 

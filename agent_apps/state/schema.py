@@ -502,6 +502,18 @@ SELECT setval('run_change_numbers', n) FROM run_changes;
 DROP TABLE run_changes;
 """
 
+_V12 = """
+-- The tenant a run serves (invoke(..., tenant=ID), --tenant): set when its first agent
+-- starts, never changed; `runs list --tenant ID` filters by it.
+ALTER TABLE runs ADD COLUMN tenant_id TEXT;
+CREATE INDEX runs_tenant ON runs (tenant_id, started_at);
+"""
+
+_PG_V12 = """
+ALTER TABLE runs ADD COLUMN tenant_id TEXT COLLATE "C";
+CREATE INDEX runs_tenant ON runs (tenant_id, started_at);
+"""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -524,4 +536,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(_V9, _PG_V9),
     Migration(_V10, _PG_V10),
     Migration(_V11, _PG_V11),
+    Migration(_V12, _PG_V12),
 )

@@ -8,29 +8,22 @@ from __future__ import annotations
 
 import builtins
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..run_record import id_problem
 from ._db import Database
 from .errors import AlreadyExists, NotFound
 from .messages import Entry, History, Message, estimate_tokens, stale_form
 
 __all__ = ["SessionInfo", "Sessions", "session_id_problem"]
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}")
-
 
 def session_id_problem(ident: object) -> str | None:
-    """Why ``ident`` cannot name a session, or None: 1-200 letters, digits and ``._:@+=-``,
-    starting with a letter or digit (it goes into file names and command lines)."""
-    if not isinstance(ident, str):
-        return f"a session id is a string, not {type(ident).__name__}"
-    if not _ID.fullmatch(ident):
-        return f"bad session id {ident!r}: use 1-200 letters, digits and . _ : @ + = -, starting with a letter or digit"
-    return None
+    """Why ``ident`` cannot name a session, or None (the rules of every id: :func:`id_problem`)."""
+    return id_problem(ident, "session id")
 
 
 @dataclass(frozen=True)

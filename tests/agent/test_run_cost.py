@@ -30,3 +30,16 @@ def test_a_one_turn_run_resolves_the_cascade_three_times_at_most(steady, monkeyp
     monkeypatch.setattr(config.Cascade, "resolve", lambda self, *a: resolves.append(a) or resolve(self, *a))
     assert steady.invoke_sync("once") == 1
     assert 0 < len(resolves) <= 3, [(skill.name if skill else None) for skill, *_ in resolves]
+
+
+def test_consecutive_invoke_sync_runs_each_take_a_pooled_sandbox(steady):
+    """``invoke_sync`` closes its event loop when its call ends; the pool refills on its
+    own thread, so no run instantiates a sandbox on its own path."""
+    from agent_apps.agent import executor
+
+    pool = executor._POOL
+    assert pool is not None
+    pooled, fresh = pool.stats.pooled, pool.stats.fresh
+    for _ in range(20):
+        assert steady.invoke_sync("once") == 1
+    assert (pool.stats.pooled - pooled, pool.stats.fresh - fresh) == (20, 0)

@@ -450,7 +450,7 @@ async def test_pool_gives_ready_sandboxes(host):
         await pool.wait_ready()
         a = await pool.acquire(memory={"who": "a"}, call_host=host)
         b = await pool.acquire(memory={"who": "b"}, limits=SandboxLimits(output_kb=2), call_host=host)
-        c = await pool.acquire(memory={"who": "c"})  # pool empty: made on demand
+        c = await pool.acquire(memory={"who": "c"})  # pool empty: the one the thread makes now
         try:
             assert [(await x.run("memory['who']")).value for x in (a, b, c)] == ["a", "b", "c"]
             assert b.limits.output_kb == 2
@@ -458,6 +458,98 @@ async def test_pool_gives_ready_sandboxes(host):
         finally:
             for x in (a, b, c):
                 await x.close()
+
+
+def test_a_pool_refills_after_the_event_loop_that_took_from_it_closed():
+    """The refill is the pool's own thread's: a caller that closes its loop right after
+    its call (``cm.invoke_sync``) leaves the pool full for the next one."""
+    from agent_apps.sandbox import SandboxPool
+
+    pool = SandboxPool(size=1)
+
+    async def take() -> None:
+        await pool.wait_ready()
+        sb = await pool.acquire()
+        assert (await sb.run("1")).value == 1
+        await sb.close()
+
+    try:
+        asyncio.run(take())
+        hang_guard = time.monotonic() + 60
+        while pool.ready < 1 and time.monotonic() < hang_guard:  # no event loop runs here
+            time.sleep(0.01)
+        assert pool.ready == 1
+        asyncio.run(take())
+        assert (pool.stats.pooled, pool.stats.fresh) == (2, 0)
+    finally:
+        asyncio.run(pool.close())
+
+
+async def test_an_acquire_on_an_empty_pool_waits_for_the_instance_in_the_making():
+    from agent_apps.sandbox import SandboxPool
+
+    async with SandboxPool(size=1) as pool:
+        await pool.wait_ready()
+        first = await pool.acquire()
+        second = await pool.acquire(memory={"n": 2})  # empty: the thread makes it now
+        try:
+            assert (await second.run("memory['n']")).value == 2
+            assert (pool.stats.pooled, pool.stats.fresh, pool.stats.made) == (2, 0, 2)
+        finally:
+            for sb in (first, second):
+                await sb.close()
+
+
+async def test_a_cancelled_acquire_leaves_the_instance_it_waited_for_in_the_pool():
+    from agent_apps.sandbox import SandboxPool
+
+    async with SandboxPool(size=1) as pool:
+        await pool.wait_ready()
+        first = await pool.acquire()
+        waiting = asyncio.ensure_future(pool.acquire())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await pool.wait_ready()
+        assert pool.stats.made == 2 and pool.ready == 1
+        await first.close()
+        sb = await pool.acquire()
+        assert (await sb.run("1")).value == 1
+        await sb.close()
+        assert (pool.stats.pooled, pool.stats.fresh) == (2, 0)
+
+
+async def test_an_acquire_cancelled_as_its_instance_arrives_leaves_it_in_the_pool():
+    from agent_apps.sandbox import SandboxPool
+
+    async with SandboxPool(size=1) as pool:
+        await pool.wait_ready()
+        first = await pool.acquire()
+        waiting = asyncio.ensure_future(pool.acquire())
+        await asyncio.sleep(0)  # it waits for the instance in the making
+        pool.size = 0  # no refill after that one, so the pool holds only what comes back
+        hang_guard = time.monotonic() + 60
+        while pool.stats.made < 2 and time.monotonic() < hang_guard:
+            time.sleep(0.01)  # the loop is blocked: the delivery waits in its queue
+        await asyncio.sleep(0)  # the delivery runs; the acquire has not resumed yet
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert pool.ready == 1
+        await first.close()
+
+
+async def test_a_pool_of_size_zero_makes_each_instance_on_demand_and_starts_no_thread():
+    from agent_apps.sandbox import SandboxPool
+
+    before = {t.ident for t in threading.enumerate()}
+    async with SandboxPool(size=0) as pool:
+        sb = await pool.acquire()
+        assert (await sb.run("1")).value == 1
+        await sb.close()
+        assert (pool.stats.pooled, pool.stats.fresh, pool.stats.made) == (0, 1, 0)
+    assert not [t for t in threading.enumerate() if t.ident not in before and t.name == "agent-apps-sandbox-pool"]
 
 
 async def test_the_store_is_told_of_a_memory_limit_only_when_it_changes(host, monkeypatch):
@@ -471,7 +563,8 @@ async def test_the_store_is_told_of_a_memory_limit_only_when_it_changes(host, mo
     real = wasmtime.Store.set_limits
 
     def counting(self, *args, **kwargs):
-        applied.append(kwargs.get("memory_size"))
+        if threading.current_thread() is threading.main_thread():  # not the pool's refills
+            applied.append(kwargs.get("memory_size"))
         return real(self, *args, **kwargs)
 
     async with SandboxPool(size=3) as pool:

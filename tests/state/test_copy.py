@@ -37,14 +37,14 @@ def run(capsys, *argv):
 
 
 def fill(location: str, tmp_path) -> StateStore:
-    """A store with something in every table: two agent runs in a session (runs, agents,
+    """A store with something in every table: two agent runs in a session (one serves a tenant; runs, agents,
     journal, checkpoints, messages, memory), a compaction, a schedule that ran, a
     persisted subscription, an indexed memory file."""
     cm = ContextManager(cwd=tmp_path, home=tmp_path / "home", env=False, project=False, user=False, state=location)
     script = [{"text": "Counting.", "code": "memory['n'] = memory.get('n', 0) + 1\nprint(memory['n'])"}, {"text": "ok"}]
     call = {"prompt": "Count.", "user_message": "Count once.", "config": {"agent": "agent-scripted", "script": script}}
-    for _ in range(2):
-        assert cm.invoke_sync("agent", call, session="s1") == "ok"
+    for tenant in (None, "acme"):
+        assert cm.invoke_sync("agent", call, session="s1", tenant=tenant) == "ok"
     store = cm.state
     store.sessions.compact("s1", through=2, summary="They counted once.")
     store.sessions.update_meta("s1", {"tag": "ünïcode ✓"})
@@ -84,6 +84,7 @@ def test_a_store_copied_to_postgresql_and_back_is_the_same_row_for_row(tmp_path,
 
     # what was copied works there: history, runs, search, and new rows after the copied ones
     assert pg.sessions.history("s1").messages() == source.sessions.history("s1").messages()
+    assert [r.tenant_id for r in pg.runs.list(tenant="acme")] == ["acme"]
     (run_id, *_) = [r.id for r in source.runs.list()]
     assert pg.journal.entries(run_id) == source.journal.entries(run_id)
     assert pg.memory.search([tmp_path / "MEMORY.md"], "where is the key")[0]["line"] == 4
