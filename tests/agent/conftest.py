@@ -18,6 +18,17 @@ TOOLS = {
     """,
 }
 
+#: Counts its calls in a file, so calls made in any process are counted.
+COUNTER = """
+from pathlib import Path
+frontmatter = {"description": "Count a call.", "params": {"type": "object", "properties": {"tag": {"type": "string"}}}}
+async def main(ctx, args):
+    log = Path(ctx.manager.context_manager.cwd) / "counter.log"
+    with log.open("a") as fh:
+        fh.write(args.get("tag", "") + "\\n")
+    return len(log.read_text().splitlines())
+"""
+
 #: The bundled providers' harnesses (the conformance suite's), for tests that hold every
 #: provider to a protocol beyond the suite (model calls, sessions).
 HARNESSES = {"agent-scripted": lambda: contextlib.nullcontext(Scripted())}

@@ -23,20 +23,9 @@ from agent_apps.testing.conformance import FAKE_MODEL_ID
 from agent_apps.testing.conformance import fake_bedrock_turn as fake_turn
 from agent_apps.tools import approval
 
-from .conftest import HARNESSES
+from .conftest import COUNTER, HARNESSES
 
 pytestmark = pytest.mark.anyio
-
-#: Counts its calls in a file, so calls made in any process are counted.
-COUNTER = """
-from pathlib import Path
-frontmatter = {"description": "Count a call.", "params": {"type": "object", "properties": {"tag": {"type": "string"}}}}
-async def main(ctx, args):
-    log = Path(ctx.manager.context_manager.cwd) / "counter.log"
-    with log.open("a") as fh:
-        fh.write(args.get("tag", "") + "\\n")
-    return len(log.read_text().splitlines())
-"""
 
 #: The model: counts (with the sandbox's clock and randomness in the args, so a resume
 #: that did not replay them would diverge), counts again and writes (behind the gate),

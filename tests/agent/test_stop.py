@@ -21,18 +21,9 @@ from agent_apps.cli import main as cli_main
 from agent_apps.state import NotResumable
 from agent_apps.tools import approval
 
-pytestmark = pytest.mark.anyio
+from .conftest import COUNTER
 
-#: Counts its calls in a file (any process's).
-COUNTER = """
-from pathlib import Path
-frontmatter = {"description": "Count a call.", "params": {"type": "object", "properties": {"tag": {"type": "string"}}}}
-async def main(ctx, args):
-    log = Path(ctx.manager.context_manager.cwd) / "counter.log"
-    with log.open("a") as fh:
-        fh.write(args.get("tag", "") + "\\n")
-    return len(log.read_text().splitlines())
-"""
+pytestmark = pytest.mark.anyio
 
 #: Asks the run it is part of to stop (as a user would, from elsewhere), then returns.
 STOPPER = """
