@@ -49,7 +49,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ._db import Database, Dialect, opened, redact
 from .errors import StateError
-from .schema import APPLICATION_ID, MIGRATIONS
+from .schema import APPLICATION_ID, MIGRATIONS, SchemaObject, missing, upgrade
 
 try:  # the extra: bound to None when missing, and reported when a store is opened
     import psycopg
@@ -427,7 +427,8 @@ class PostgresDatabase(Database):
     def _migrate(self, conn: Any) -> None:
         """Check the schema's version and bring it up to date (see the module docstring)."""
         table = f'"{self.schema}".schema_version'
-        if self._version(conn, table) == len(MIGRATIONS):
+        scripts = [migration.postgresql for migration in MIGRATIONS]
+        if self._version(conn, table) == len(MIGRATIONS) and not missing(scripts, self._catalog(conn)):
             return
         conn.execute(_WRITE)
         try:
@@ -459,15 +460,35 @@ class PostgresDatabase(Database):
                     "store",
                     path=self.path,
                 )
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                conn.execute(MIGRATIONS[number - 1].postgresql)
-            if version < len(MIGRATIONS):
-                conn.execute(f"UPDATE {table} SET version = %s, updated_at = %s", (len(MIGRATIONS), time.time()))
+            try:
+                for statement in upgrade(scripts, version, self._catalog(conn)):
+                    conn.execute(statement)
+            except psycopg.errors.ProgrammingError as exc:  # a table or column there or not, as in SQLite
+                raise StateError(
+                    f"its tables do not match schema version {version} and could not be brought up to version "
+                    f"{len(MIGRATIONS)} ({_reason(exc)}); nothing was changed: choose another schema with "
+                    "?schema=NAME in the URL, or another database",
+                    path=self.path,
+                ) from None
+            conn.execute(f"UPDATE {table} SET version = %s, updated_at = %s", (len(MIGRATIONS), time.time()))
             conn.execute("COMMIT")
         except BaseException:
             if not conn.closed:
                 conn.execute("ROLLBACK")
             raise
+
+    def _catalog(self, conn: Any) -> set[SchemaObject]:
+        """The tables, indexes, sequences and columns of the store's schema, named as
+        :data:`.schema.SchemaObject`."""
+        rows = conn.execute(
+            "SELECT 'table', tablename, NULL FROM pg_tables WHERE schemaname = %(s)s "
+            "UNION ALL SELECT 'index', indexname, tablename FROM pg_indexes WHERE schemaname = %(s)s "
+            "UNION ALL SELECT 'sequence', sequencename, NULL FROM pg_sequences WHERE schemaname = %(s)s "
+            "UNION ALL SELECT 'column', table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = %(s)s",
+            {"s": self.schema},
+        ).fetchall()
+        return {tuple(name.lower() for name in row if name is not None) for row in rows}
 
     def _version(self, conn: Any, table: str) -> int | None:
         """The schema's version; None when it has no version table (a new store)."""

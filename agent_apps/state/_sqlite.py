@@ -34,7 +34,7 @@ from ..config import agent_apps_home
 from ..host_files import private_file, private_folder
 from ._db import MEMORY, Database, Dialect, opened
 from .errors import StateError
-from .schema import APPLICATION_ID, MIGRATIONS
+from .schema import APPLICATION_ID, MIGRATIONS, SchemaObject, missing, upgrade
 
 __all__ = ["BUSY_TIMEOUT", "SQLITE", "SQLiteDatabase"]
 
@@ -187,16 +187,26 @@ class SQLiteDatabase(Database):
             )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        """Bring the schema up to date (see :func:`.schema.upgrade`), in one transaction."""
+        scripts = [migration.sqlite for migration in MIGRATIONS]
+        if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) and not missing(
+            scripts, _catalog(conn)
+        ):
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
             # read again under the write lock: another process may have just migrated
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                for statement in _statements(MIGRATIONS[number - 1].sqlite):
+            try:
+                for statement in upgrade(scripts, version, _catalog(conn)):
                     conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number}")
+            except sqlite3.OperationalError as exc:
+                raise StateError(
+                    f"its tables do not match schema version {version} and could not be brought up to version "
+                    f"{len(MIGRATIONS)} ({exc}); nothing was changed: move it away to start a new store",
+                    path=self.path,
+                ) from None
+            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
             conn.commit()
         except BaseException:
             if conn.in_transaction:
@@ -237,18 +247,18 @@ def _keep_private(path: str) -> None:
             pass
 
 
-def _statements(script: str) -> Iterator[str]:
-    """The complete SQL statements of a script (``executescript`` would commit)."""
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
-            continue
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            yield buffer.strip()
-            buffer = ""
-    if buffer.strip():
-        yield buffer.strip()
+def _catalog(conn: sqlite3.Connection) -> set[SchemaObject]:
+    """The tables, indexes and columns a store has, named as :data:`.schema.SchemaObject`."""
+    found: set[SchemaObject] = set()
+    rows = conn.execute(
+        "SELECT m.type, lower(m.name), lower(m.tbl_name), lower(c.name) FROM sqlite_master m "
+        "LEFT JOIN pragma_table_info(m.name) c ON m.type = 'table' WHERE m.type IN ('table', 'index')"
+    )
+    for kind, name, table, column in rows:
+        found.add(("table", name) if kind == "table" else ("index", name, table))
+        if column is not None:
+            found.add(("column", name, column))
+    return found
 
 
 def _wal(conn: sqlite3.Connection) -> None:

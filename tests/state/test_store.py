@@ -19,10 +19,10 @@ import time
 import pytest
 
 from agent_apps import ContextManager
-from agent_apps.state import MEMORY, StateError, StateStore, _postgres, _sqlite, state_path
+from agent_apps.state import MEMORY, StateError, StateStore, _postgres, _sqlite, is_postgres_url, state_path
 from agent_apps.state.schema import APPLICATION_ID, MIGRATIONS, Migration
 
-from .conftest import schema_version, set_schema_version, sibling
+from .conftest import pg_connect, schema_version, set_schema_version, sibling
 
 PYTHON = sys.executable
 
@@ -71,6 +71,72 @@ def test_a_newer_migration_upgrades_an_older_store_in_place(state_location, monk
     assert schema_version(state_location) == len(MIGRATIONS) + 1
     with store.db.read() as conn:
         assert conn.execute("SELECT every FROM widgets").fetchone() == (60,)
+
+
+def _raw(location: str, *statements: str) -> None:
+    """Run SQL on a store behind its back, as another build of agent-apps would have."""
+    if not is_postgres_url(location):
+        conn = sqlite3.connect(location)
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+        conn.close()
+        return
+    with pg_connect(location) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_a_store_whose_tables_are_ahead_of_its_version_is_upgraded(state_location):
+    # a development build numbered its migrations otherwise: the store has the tables of
+    # migrations its version does not count (the CI machine's home store had memory_vectors
+    # at version 8); upgrading must not fail on a table that is already there
+    first = StateStore(state_location)
+    first.sessions.append("s", [{"role": "user", "text": "kept"}])
+    first.close()
+    set_schema_version(state_location, len(MIGRATIONS) - 3)
+    store = StateStore(state_location)
+    assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
+    assert schema_version(state_location) == len(MIGRATIONS)
+
+
+def test_a_store_that_lacks_tables_and_columns_its_version_claims_is_made_good(state_location):
+    first = StateStore(state_location)
+    first.sessions.append("s", [{"role": "user", "text": "kept"}])
+    first.close()
+    # the home store of the CI machine: version 8 of another numbering, without the
+    # session queue (6) nor the stop request columns (9)
+    _raw(state_location, "DROP TABLE session_queue", "ALTER TABLE runs DROP COLUMN stop_reason")
+    set_schema_version(state_location, len(MIGRATIONS) - 4)
+    store = StateStore(state_location)
+    assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
+    assert schema_version(state_location) == len(MIGRATIONS)
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM session_queue").fetchone() == (0,)
+        assert conn.execute("SELECT count(stop_reason) FROM runs").fetchone() == (0,)
+    store.close()
+    # at the newest version too: what is missing is found when the store is opened
+    _raw(state_location, "ALTER TABLE runs DROP COLUMN stop_reason")
+    with StateStore(state_location).db.read() as conn:
+        assert conn.execute("SELECT count(stop_reason) FROM runs").fetchone() == (0,)
+
+
+def test_a_store_that_cannot_be_brought_up_to_date_is_refused_and_left_unchanged(state_location):
+    first = StateStore(state_location)
+    first.sessions.append("s", [{"role": "user", "text": "kept"}])
+    first.close()
+    # where migration 10 makes a table, another build made a view of that name
+    _raw(state_location, "DROP TABLE memory_vectors", "CREATE VIEW memory_vectors AS SELECT 1 AS one")
+    set_schema_version(state_location, 9)
+    with pytest.raises(StateError) as info:
+        StateStore(state_location).sessions.list()
+    text = str(info.value)
+    assert "do not match schema version 9" in text and "memory_vectors" in text and "nothing was changed" in text
+    assert schema_version(state_location) == 9
+    _raw(state_location, "DROP VIEW memory_vectors")
+    store = StateStore(state_location)  # once the view is gone, the same store upgrades
+    assert [e.message["text"] for e in store.sessions.messages("s")] == ["kept"]
+    assert schema_version(state_location) == len(MIGRATIONS)
 
 
 def test_a_store_of_a_newer_version_is_refused_and_left_alone(state_location):
