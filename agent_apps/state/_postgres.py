@@ -49,7 +49,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ._db import Database, Dialect, opened, redact
 from .errors import StateError
-from .schema import APPLICATION_ID, MIGRATIONS, SchemaObject, missing, upgrade
+from .schema import APPLICATION_ID, MIGRATIONS
+from .upgrade import SchemaObject, missing, upgrade
 
 try:  # the extra: bound to None when missing, and reported when a store is opened
     import psycopg
@@ -479,7 +480,7 @@ class PostgresDatabase(Database):
 
     def _catalog(self, conn: Any) -> set[SchemaObject]:
         """The tables, indexes, sequences and columns of the store's schema, named as
-        :data:`.schema.SchemaObject`."""
+        :data:`.upgrade.SchemaObject`."""
         rows = conn.execute(
             "SELECT 'table', tablename, NULL FROM pg_tables WHERE schemaname = %(s)s "
             "UNION ALL SELECT 'index', indexname, tablename FROM pg_indexes WHERE schemaname = %(s)s "

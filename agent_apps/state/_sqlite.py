@@ -34,7 +34,8 @@ from ..config import agent_apps_home
 from ..host_files import private_file, private_folder
 from ._db import MEMORY, Database, Dialect, opened
 from .errors import StateError
-from .schema import APPLICATION_ID, MIGRATIONS, SchemaObject, missing, upgrade
+from .schema import APPLICATION_ID, MIGRATIONS
+from .upgrade import SchemaObject, missing, upgrade
 
 __all__ = ["BUSY_TIMEOUT", "SQLITE", "SQLiteDatabase"]
 
@@ -187,7 +188,7 @@ class SQLiteDatabase(Database):
             )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Bring the schema up to date (see :func:`.schema.upgrade`), in one transaction."""
+        """Bring the schema up to date (see :func:`.upgrade.upgrade`), in one transaction."""
         scripts = [migration.sqlite for migration in MIGRATIONS]
         if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) and not missing(
             scripts, _catalog(conn)
@@ -248,7 +249,7 @@ def _keep_private(path: str) -> None:
 
 
 def _catalog(conn: sqlite3.Connection) -> set[SchemaObject]:
-    """The tables, indexes and columns a store has, named as :data:`.schema.SchemaObject`."""
+    """The tables, indexes and columns a store has, named as :data:`.upgrade.SchemaObject`."""
     found: set[SchemaObject] = set()
     rows = conn.execute(
         "SELECT m.type, lower(m.name), lower(m.tbl_name), lower(c.name) FROM sqlite_master m "

@@ -3,7 +3,8 @@ are run by both backends' tests in test_store.py)."""
 
 from __future__ import annotations
 
-from agent_apps.state.schema import MIGRATIONS, missing, statements, upgrade
+from agent_apps.state.schema import MIGRATIONS
+from agent_apps.state.upgrade import missing, statements, upgrade
 
 SCRIPTS = (
     "CREATE TABLE a (x INTEGER);\nCREATE TABLE counter (n INTEGER);\nINSERT INTO counter VALUES (0);\n",
