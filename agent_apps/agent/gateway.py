@@ -32,6 +32,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import pipeline
 from ..admission import mark_admitted
 from ..authority import Authority, check_call_as
 from ..errors import (
@@ -239,8 +240,8 @@ class HostCalls:
         internals: dict[str, Any] = {"approval_gate": functools.partial(self._gate, call)}
         if call is not None:  # agents started below this call find their place in the journal
             internals[SCOPE] = (self.run.journal, call)
-        try:  # the pipeline's own coroutine, as ``code_ctx.manager.invoke`` would await it
-            result = await code_ctx._cm._invoke(name, args, code_ctx, {**options, "internals": internals})
+        try:  # the pipeline itself, as ``code_ctx.manager.invoke`` would await it
+            result = await pipeline.invoke(code_ctx._cm, name, args, code_ctx, {**options, "internals": internals})
         except CallSkipped as skipped:
             self.notes.append(f"[approval: the call of {skipped.skill} was skipped: not made, it returned None]")
             return None, SKIPPED
