@@ -1,7 +1,8 @@
 """The journal's writes behind the run: entries queued while a batch is being written
 wait for a batch of their own, due ``WRITE_DELAY`` after the first of them, so a steady
 stream of host calls makes one store write per ``WRITE_DELAY`` (not one per store round
-trip); ``flush()`` still writes everything at once, in order."""
+trip); ``flush()`` still writes everything at once, in order, and raises a failed
+write every time."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agent_apps.agent import durable
 from agent_apps.agent.durable import RunJournal
 from agent_apps.run_record import RunRecord
 from agent_apps.state import StateStore
+from agent_apps.state.errors import StateError
 
 pytestmark = pytest.mark.anyio
 
@@ -75,4 +77,21 @@ async def test_a_stream_of_entries_is_written_in_batches_due_after_the_first_of_
     assert keys(store) == [f"h.1.{n + 1}" for n in range(300)]  # every one, in order
     # no batch started before its first entry was due (the clocks may differ by a few us)
     assert all(waited >= durable.WRITE_DELAY - 0.001 for waited in early[:flushed])
+    store.close()
+
+
+async def test_a_failed_write_is_raised_by_every_flush_and_later_entries_wait(tmp_path):
+    journal = run_journal(tmp_path)
+    store = journal.store
+    orphan = RunJournal(store, "no-such-run")  # its entries break the store's foreign key
+    orphan.write("a1", "h.1.1", "call", {"n": 1})
+    with pytest.raises(StateError, match="FOREIGN KEY"):
+        await orphan.flush()
+    orphan.write("a1", "h.1.2", "call", {"n": 2})  # queued after the failure: never written
+    with pytest.raises(StateError, match="FOREIGN KEY"):
+        await orphan.flush()
+    assert store.journal.entries("no-such-run") == []
+    journal.write("a1", "h.1.1", "call", {"n": 1})  # another run's journal is not affected
+    await journal.flush()
+    assert keys(store) == ["h.1.1"]
     store.close()
