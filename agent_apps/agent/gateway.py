@@ -12,7 +12,8 @@ one concern (HTTPX's ``send`` has the same shape):
    journal when resumed, else make it and journal its outcome before the code sees it.
 3. :meth:`HostCalls._decided`: the tool-call hooks (hooks.py) may skip the call or
    answer it, and give a fallback result when it failed; what they decided is
-   journaled like the call's own outcome.
+   journaled like the call's own outcome. A run whose plugins implement no tool-call
+   hook skips this layer.
 4. :meth:`HostCalls._perform`: invoke the skill as a child of the code's invocation,
    which is untrusted, so the pipeline checks allowed-tools, args and any
    ``middleware`` the call names; this run's approval gate sits on it. ``next=True``
