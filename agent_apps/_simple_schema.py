@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ._schema import check_pattern, matches_pattern
 
-__all__ = ["accepts", "is_simple"]
+__all__ = ["Check", "accepts", "compile_check", "is_simple"]
 
 _TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 #: Keywords that never fail a value (annotations), with the type the meta-schema wants.
@@ -97,62 +98,110 @@ def is_simple(schema: Any, depth: int = 0) -> bool:
 def accepts(schema: Any, instance: Any, *, defaults: bool = False) -> bool:
     """True if ``instance`` is valid against ``schema`` (one :func:`is_simple` admits);
     False if it is not, or if this cannot tell. With ``defaults``, missing properties
-    that have a ``default`` are filled in on ``instance`` (pass a copy)."""
+    that have a ``default`` are filled in on ``instance`` (pass a copy). A schema
+    checked often is worth compiling once with :func:`compile_check`."""
     try:
-        return _accepts(schema, instance, defaults)
+        return compile_check(schema)(instance, defaults)
     except RecursionError:
         return False
 
 
-def _accepts(schema: Any, instance: Any, defaults: bool) -> bool:
+#: A compiled schema: ``check(instance, defaults) -> bool``, :func:`accepts` for it.
+Check = Callable[[Any, bool], bool]
+
+
+def compile_check(schema: Any) -> Check:
+    """:func:`accepts` for ``schema`` (one :func:`is_simple` admits) as a function
+    built once. Each keyword becomes one step, in the schema's own order, and the
+    schema's dicts are read here, not on every value: agent code checks the same
+    schema on each of thousands of calls. A check may raise RecursionError, which
+    :func:`accepts` answers with False."""
     if schema is True:
-        return True
+        return _yes
     if schema is False:
-        return False
-    for key, value in schema.items():
-        if key == "type":
-            if not any(_is_type(instance, name) for name in (value if isinstance(value, list) else [value])):
+        return _no
+    steps = [step for step in (_step(key, value, schema) for key, value in schema.items()) if step is not None]
+    if not steps:
+        return _yes
+    if len(steps) == 1:
+        return steps[0]
+
+    def check(instance: Any, defaults: bool) -> bool:
+        for step in steps:
+            if not step(instance, defaults):
                 return False
-        elif key == "properties":
-            if not isinstance(instance, dict):
-                continue
-            if defaults:
-                for name, sub in value.items():
-                    if isinstance(sub, dict) and "default" in sub and name not in instance:
-                        instance[name] = copy.deepcopy(sub["default"])
-            for name, sub in value.items():
-                if name in instance and not _accepts(sub, instance[name], defaults):
-                    return False
-        elif key == "required":
-            if isinstance(instance, dict) and any(name not in instance for name in value):
+        return True
+
+    return check
+
+
+def _step(key: str, value: Any, schema: dict[str, Any]) -> Check | None:
+    """The check of one keyword, or None for an annotation (it never fails a value)."""
+    if key == "type":
+        names = value if isinstance(value, list) else [value]
+        kinds = [_TYPE_CHECKS[name] for name in names]
+        if len(kinds) == 1:
+            return kinds[0]
+        return lambda instance, defaults: any(kind(instance, defaults) for kind in kinds)
+    if key == "properties":
+        return _properties(value)
+    if key == "required":
+        return lambda instance, defaults: not isinstance(instance, dict) or all(name in instance for name in value)
+    if key == "additionalProperties":
+        known, extra = frozenset(schema.get("properties", {})), compile_check(value)
+        return lambda instance, defaults: (
+            not isinstance(instance, dict)
+            or all(name in known or extra(item, defaults) for name, item in instance.items())
+        )
+    if key == "items":
+        item_check = compile_check(value)
+        return lambda instance, defaults: (
+            not isinstance(instance, list) or all(item_check(item, defaults) for item in instance)
+        )
+    if key == "enum":
+        return lambda instance, defaults: isinstance(instance, str) and instance in value
+    if key == "pattern":
+        return lambda instance, defaults: not isinstance(instance, str) or matches_pattern(value, instance)
+    if key in _BOUNDS:
+        # NaN, Decimal, ...: jsonschema compares any number, so this cannot tell
+        return lambda instance, defaults: (
+            _within(key, value, instance) if _is_number(instance) else isinstance(instance, _NOT_NUMBERS)
+        )
+    if key in _COUNTS:
+        sized, at_least = (str if key.endswith("Length") else list), key.startswith("min")
+        return lambda instance, defaults: (
+            not isinstance(instance, sized) or (len(instance) >= value if at_least else len(instance) <= value)
+        )
+    return None
+
+
+def _properties(properties: dict[str, Any]) -> Check:
+    """The ``properties`` step: defaults filled in first (when asked), then each
+    property present checked."""
+    fills = [(name, sub["default"]) for name, sub in properties.items() if isinstance(sub, dict) and "default" in sub]
+    checks = [(name, compile_check(sub)) for name, sub in properties.items()]
+
+    def check(instance: Any, defaults: bool) -> bool:
+        if not isinstance(instance, dict):
+            return True
+        if defaults:
+            for name, default in fills:
+                if name not in instance:
+                    instance[name] = copy.deepcopy(default)
+        for name, sub_check in checks:
+            if name in instance and not sub_check(instance[name], defaults):
                 return False
-        elif key == "additionalProperties":
-            if isinstance(instance, dict):
-                known = schema.get("properties", {})
-                for name, item in instance.items():
-                    if name not in known and not _accepts(value, item, defaults):
-                        return False
-        elif key == "items":
-            if isinstance(instance, list) and not all(_accepts(value, item, defaults) for item in instance):
-                return False
-        elif key == "enum":
-            if not (isinstance(instance, str) and instance in value):
-                return False
-        elif key == "pattern":
-            if isinstance(instance, str) and not matches_pattern(value, instance):
-                return False
-        elif key in _BOUNDS:
-            if _is_number(instance):
-                if not _within(key, value, instance):
-                    return False
-            elif not isinstance(instance, (bool, str, list, dict, type(None))):
-                return False  # NaN, Decimal, ...: jsonschema compares any number
-        elif key in _COUNTS:
-            if isinstance(instance, str if key.endswith("Length") else list):
-                size = len(instance)
-                if (size < value) if key.startswith("min") else (size > value):
-                    return False
+        return True
+
+    return check
+
+
+def _yes(instance: Any, defaults: bool) -> bool:
     return True
+
+
+def _no(instance: Any, defaults: bool) -> bool:
+    return False
 
 
 def _usable_pattern(pattern: str) -> bool:
@@ -165,20 +214,19 @@ def _usable_pattern(pattern: str) -> bool:
     return True
 
 
-def _is_type(instance: Any, name: str) -> bool:
-    if name == "string":
-        return isinstance(instance, str)
-    if name == "object":
-        return isinstance(instance, dict)
-    if name == "array":
-        return isinstance(instance, list)
-    if name == "boolean":
-        return isinstance(instance, bool)
-    if name == "null":
-        return instance is None
-    if name == "integer":  # jsonschema also takes 2.0; this answers "cannot tell" for it
-        return isinstance(instance, int) and not isinstance(instance, bool)
-    return _is_number(instance)  # "number"
+#: The ``type`` keyword's names as checks. An ``integer`` that is a float (2.0) is
+#: one jsonschema takes too: the check answers "cannot tell" for it.
+_TYPE_CHECKS: dict[str, Check] = {
+    "string": lambda instance, defaults: isinstance(instance, str),
+    "object": lambda instance, defaults: isinstance(instance, dict),
+    "array": lambda instance, defaults: isinstance(instance, list),
+    "boolean": lambda instance, defaults: isinstance(instance, bool),
+    "null": lambda instance, defaults: instance is None,
+    "integer": lambda instance, defaults: isinstance(instance, int) and not isinstance(instance, bool),
+    "number": lambda instance, defaults: _is_number(instance),
+}
+#: What a bound keyword passes without comparing: every JSON value but a number.
+_NOT_NUMBERS = (bool, str, list, dict, type(None))
 
 
 def _is_number(instance: Any) -> bool:

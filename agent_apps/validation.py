@@ -33,8 +33,7 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
 
     Simple schemas that a valid value passes never reach jsonschema (see
     :mod:`._simple_schema`): a command-line invocation then does not import it."""
-    if skill.returns is not None and not _simple(skill, "returns"):
-        _compiled(skill, "returns")
+    params_check, fills_defaults, _ = _quick_checks(skill)
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -46,10 +45,13 @@ def validate_args(skill: Skill, args: object) -> dict[str, Any]:
         if args:
             raise ArgsInvalid(skill.name, next(iter(args)), "this skill takes no args")
         return args
-    if _simple(skill, "params"):
-        quick = copy.deepcopy(args) if skill._cache["simple:params"] == "defaults" else args
-        if _simple_schema.accepts(skill.params, quick, defaults=True):
-            return quick
+    if params_check is not None:
+        quick = copy.deepcopy(args) if fills_defaults else args
+        try:
+            if params_check(quick, True):
+                return quick
+        except RecursionError:  # jsonschema below says what is wrong
+            pass
     validator, has_defaults = _compiled(skill, "params")
     if has_defaults:
         args = copy.deepcopy(args)
@@ -67,8 +69,15 @@ def validate_result(skill: Skill, result: object) -> None:
     problem = json_problem(result)
     if problem is not None:
         raise ResultInvalid(skill.name, *problem)
-    if skill.returns is None or (_simple(skill, "returns") and _simple_schema.accepts(skill.returns, result)):
+    returns_check = _quick_checks(skill)[2]
+    if returns_check is _NO_SCHEMA:
         return
+    if returns_check is not None:
+        try:
+            if returns_check(result, False):
+                return
+        except RecursionError:  # jsonschema below says what is wrong
+            pass
     validator, _ = _compiled(skill, "returns")
     try:
         error = _schema.first_error(validator, result)
@@ -131,16 +140,28 @@ def json_problem(value: object, path: str = "result", depth: int = 0) -> tuple[s
 # -- internals -----------------------------------------------------------------------
 
 
-def _simple(skill: Skill, which: str) -> bool:
-    """Whether the skill's ``params`` or ``returns`` schema is one :mod:`._simple_schema`
-    can check (cached on the skill, as the compiled validators are)."""
-    key = f"simple:{which}"
-    simple = skill._cache.get(key)
-    if simple is None:
-        schema = skill.params if which == "params" else skill.returns
-        simple = _simple_schema.is_simple(schema) and ("defaults" if _has_defaults(schema) else "plain")
-        skill._cache[key] = simple
-    return bool(simple)
+#: The quick check of a skill without ``metadata.returns``: every JSON value passes.
+_NO_SCHEMA: _simple_schema.Check = _simple_schema.compile_check(True)
+
+
+def _quick_checks(skill: Skill) -> tuple[_simple_schema.Check | None, bool, _simple_schema.Check | None]:
+    """The skill's ``params`` and ``returns`` as compiled quick checks (None where the
+    schema is not simple, :data:`_NO_SCHEMA` for no ``returns``), and whether ``params``
+    fills in defaults. Built once per skill and cached on it, as the compiled validators
+    are. A ``returns`` the quick check cannot take is compiled by jsonschema here, so a
+    broken one fails before the skill runs; then nothing is cached, and it fails again."""
+    checks = skill._cache.get("quick_checks")
+    if checks is None:
+        params, returns = skill.params, skill.returns
+        if returns is not None and not _simple_schema.is_simple(returns):
+            _compiled(skill, "returns")
+        checks = skill._cache["quick_checks"] = (
+            _simple_schema.compile_check(params) if _simple_schema.is_simple(params) else None,
+            _has_defaults(params),
+            _NO_SCHEMA if returns is None else
+            _simple_schema.compile_check(returns) if _simple_schema.is_simple(returns) else None,
+        )  # fmt: skip
+    return checks  # type: ignore[no-any-return]
 
 
 def _compiled(skill: Skill, which: str) -> tuple[Validator, bool]:
@@ -237,12 +258,13 @@ def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
         problem = schema_error(schema)
         if problem is not None:
             raise ValueError(problem)
-        cached = (_schema.validator_for(schema), _simple_schema.is_simple(schema))
+        quick = _simple_schema.compile_check(schema) if _simple_schema.is_simple(schema) else None
+        cached = (_schema.validator_for(schema), quick)
         if len(_RUNTIME) >= 256:
             _RUNTIME.pop(next(iter(_RUNTIME)))
         _RUNTIME[key] = cached
-    validator, simple = cached
-    if simple and _simple_schema.accepts(schema, value):  # a valid value of a simple schema: no jsonschema walk
+    validator, quick = cached
+    if quick is not None and quick(value, False):  # a valid value of a simple schema: no jsonschema walk
         return None
     try:
         error = _schema.first_error(validator, value)
@@ -251,6 +273,6 @@ def schema_problem(schema: Any, value: object) -> tuple[str, str] | None:
     return None if error is None else (format_path(error.absolute_path, root="value"), _schema.message(error))
 
 
-#: Validators of run-time schemas by their JSON text: the validator, and whether the
-#: schema is simple (:mod:`._simple_schema`).
-_RUNTIME: dict[str, tuple[Any, bool]] = {}
+#: Validators of run-time schemas by their JSON text: the validator, and the compiled
+#: quick check if the schema is simple (:mod:`._simple_schema`).
+_RUNTIME: dict[str, tuple[Any, _simple_schema.Check | None]] = {}

@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 from agent_apps import ContextManager
 from agent_apps._schema import validator_for
 from agent_apps._simple_schema import accepts, is_simple
+from agent_apps.manager import _anonymous
 
 TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
 WORDS = ["a", "b", "text", "n", "on", "items", ""]
@@ -239,3 +240,33 @@ def test_a_scripted_agent_run_never_walks_jsonschema(tmp_path, monkeypatch):
     monkeypatch.setattr(_schema, "first_error", lambda *a: walks.append(a) or first_error(*a))
     assert cm.invoke_sync("once") == 1
     assert walks == []
+
+
+class _CountedSchema(dict):
+    """A schema that counts how often its keywords are read."""
+
+    reads = 0
+
+    def items(self):  # type: ignore[override]
+        _CountedSchema.reads += 1
+        return super().items()
+
+
+def test_a_skills_schemas_are_compiled_once_not_read_on_every_call(tmp_path):
+    """Agent code calls the same skill thousands of times: its params and returns are
+    turned into checks on the first call, and later calls never walk the schemas."""
+    params = _CountedSchema(type="object", properties=_CountedSchema(n={"type": "integer", "default": 1}))
+    returns = _CountedSchema(type="integer", minimum=0)
+    cm = ContextManager(env=False, project=False, user=False, bundled=False, entry_points=False)
+
+    async def main(ctx, args):
+        return args["n"]
+
+    skill = {"name": "counted", "params": params, "metadata": {"returns": returns}, "main": main}
+    counted = _anonymous(skill)
+    assert cm.invoke_sync(counted, {}) == 1
+    _CountedSchema.reads = 0
+    assert [cm.invoke_sync(counted, {"n": n}) for n in range(5)] == [0, 1, 2, 3, 4]
+    assert _CountedSchema.reads == 0
+    with pytest.raises(Exception, match="-1 is less than the minimum of 0"):  # still jsonschema's message
+        cm.invoke_sync(counted, {"n": -1})
