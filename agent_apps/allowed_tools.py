@@ -97,21 +97,38 @@ def check_call(caller: Skill, callee: Skill, args: dict[str, Any] | None) -> Non
                 caller.name, callee.name, "it is hidden; name it in the caller's allowed-tools to call it"
             )
         return
-    try:
-        specs = parse_specs(allowed)
-    except ValueError as exc:
-        raise ToolNotAllowed(caller.name, callee.name, str(exc), spec=allowed) from None
     problems = []
-    for spec in specs:
-        if spec.matches_name(callee):
-            problem = spec.args_problem(args)
-            if problem is None:
-                return
-            problems.append(f"{problem} (spec {spec.text!r})")
+    for spec in _specs_naming(caller, callee, allowed):
+        problem = spec.args_problem(args) if spec.constraints else None
+        if problem is None:
+            return
+        problems.append(f"{problem} (spec {spec.text!r})")
     if problems:
         raise ToolNotAllowed(caller.name, callee.name, "; ".join(problems), spec=allowed)
     hidden = " (it is hidden: only a spec naming it exactly matches)" if callee.hidden else ""
     raise ToolNotAllowed(caller.name, callee.name, f"not in allowed-tools {allowed!r}{hidden}", spec=allowed)
+
+
+#: Where :func:`_specs_naming` keeps its answers (in the caller's ``skill._cache``).
+_NAMING_KEY = "allowed_tools.naming"
+
+
+def _specs_naming(caller: Skill, callee: Skill, allowed: str) -> tuple[Spec, ...]:
+    """The specs of ``allowed`` (the caller's allowed-tools) whose glob matches
+    ``callee``, in order. Cached on the caller per callee, for as long as both are the
+    same: agent code calls the same few skills in loops, and a reload makes new Skill
+    objects. A spec list that does not parse raises every time."""
+    memo: dict[str, tuple[Skill, str, tuple[Spec, ...]]] = caller._cache.setdefault(_NAMING_KEY, {})
+    known = memo.get(callee.name)
+    if known is not None and known[0] is callee and known[1] is allowed:
+        return known[2]
+    try:
+        specs = parse_specs(allowed)
+    except ValueError as exc:
+        raise ToolNotAllowed(caller.name, callee.name, str(exc), spec=allowed) from None
+    naming = tuple(spec for spec in specs if spec.matches_name(callee))
+    memo[callee.name] = (callee, allowed, naming)
+    return naming
 
 
 @dataclass(frozen=True)

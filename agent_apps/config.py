@@ -339,6 +339,8 @@ def call_config(ctx: Context, top: Mapping[str, Any] | None = None) -> dict[str,
     agents that agent's code starts in turn (a scripted model or a model id meant for
     the outer agent would otherwise replace every nested prompt skill's own), so a
     layer above an enclosing agent run contributes everything but ``model``."""
+    if not top and not ctx.configured:  # the common case: no call layer anywhere
+        return None
     layers = [top] if top else []
     node: Context | None = ctx
     inside_agent = False

@@ -193,6 +193,7 @@ class Context:
 
     __slots__ = (
         "_cm",
+        "_configured",
         "_manager",
         "_nonlocals",
         "_signal",
@@ -239,6 +240,7 @@ class Context:
         self._manager: Manager | None = None
         self._next: Callable[[dict[str, Any] | None], Awaitable[Any]] | None = None
         self._run: RunRecord | None = None
+        self._configured: bool | None = None
         #: The invocation's OpenTelemetry span, when tracing is on (agent_apps.tracing).
         self.span: tracing.Span | None = None
 
@@ -248,6 +250,19 @@ class Context:
         if self._manager is None:
             self._manager = Manager(self._cm, self)
         return self._manager
+
+    @property
+    def configured(self) -> bool:
+        """Whether this invocation or one above it was given ``config=`` (a call layer,
+        :func:`agent_apps.config.call_config`). Cached on each invocation, so asking
+        costs one step up the tree, not a walk to its top: every call from agent code
+        asks. The pipeline sets an invocation's layer before anything runs under it."""
+        configured = self._configured
+        if configured is None:
+            parent = self.parent
+            configured = bool(self.internals.get("config")) or (parent is not None and parent.configured)
+            self._configured = configured
+        return configured
 
     @property
     def signal(self) -> Signal:

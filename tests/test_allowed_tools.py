@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from agent_apps import ToolNotAllowed
-from agent_apps.allowed_tools import check_call, parse_specs
+from agent_apps.allowed_tools import Spec, check_call, parse_specs
+from agent_apps.skill import Skill
 
 pytestmark = pytest.mark.anyio
 
@@ -215,3 +216,25 @@ def test_a_malformed_allowed_tools_refuses_every_call_naming_the_spec(context_ma
     with pytest.raises(ToolNotAllowed, match=r"caller may not call doc-read: .*missing '\)'") as info:
         check_call(broken, context_manager.get("doc-read"), {})
     assert info.value.spec == "doc-read agent(allowed_tools=x"
+
+
+def test_a_callers_specs_are_matched_to_a_callee_once_until_either_changes(monkeypatch):
+    """Agent code calls the same skill in loops: the globs are matched on its first call,
+    while a new callee (a reload: hidden now) or a new allowed-tools is matched again."""
+    matched = []
+    matches_name = Spec.matches_name
+    monkeypatch.setattr(
+        Spec, "matches_name", lambda spec, skill: matched.append(spec.glob) or matches_name(spec, skill)
+    )
+    caller_skill = Skill(name="code", allowed_tools="other* lea? stay")
+    leaf = Skill(name="leaf")
+    for _ in range(5):
+        check_call(caller_skill, leaf, {})
+    assert matched == ["other*", "lea?", "stay"]
+    hidden = Skill(name="leaf", metadata={"visibility": "hidden"})
+    with pytest.raises(ToolNotAllowed, match="it is hidden: only a spec naming it exactly matches"):
+        check_call(caller_skill, hidden, {})
+    narrowed = dataclasses.replace(caller_skill, allowed_tools="other*")  # shares the cache dict
+    with pytest.raises(ToolNotAllowed, match="not in allowed-tools 'other\\*'"):
+        check_call(narrowed, leaf, {})
+    check_call(caller_skill, leaf, {})

@@ -198,3 +198,26 @@ def test_every_value_a_layer_sets_has_that_layer_as_its_source(tmp_path):
         "security.policy.allow": project,
         "security.policy.interactive.categories": project,
     }
+
+
+async def test_a_call_layer_reaches_every_depth_below_it_and_nothing_beside_it(context_manager, write_skill):
+    """Whether a call layer is above an invocation is asked of its parent, once: a layer
+    three invocations up still reaches the leaf, and a sibling tree without one has none."""
+    from agent_apps.config import call_config
+
+    seen = []
+    write_skill(
+        "leaf",
+        "frontmatter = {'params': {'type': 'object'}}\nasync def main(ctx, args):\n    return None\n",
+    )
+    write_skill(
+        "nest",
+        "frontmatter = {'params': {'type': 'object'}}\nasync def main(ctx, args):\n"
+        "    if args.get('n', 0) == 0:\n        return await ctx.manager.invoke('leaf')\n"
+        "    return await ctx.manager.invoke('nest', {'n': args['n'] - 1})\n",
+    )
+    leaf = context_manager.get("leaf")
+    leaf._cache["middleware"] = [lambda ctx, call_next: seen.append(call_config(ctx)) or call_next()]
+    await context_manager.invoke("nest", {"n": 3}, config={"model": {"max_turns": 9}})
+    await context_manager.invoke("nest", {"n": 3})
+    assert seen == [{"model": {"max_turns": 9}}, None]
