@@ -6,7 +6,9 @@ declare small schemas: an object of typed properties, some required, with defaul
 For those, :func:`accepts` proves a value valid in plain Python. It only ever answers
 "valid"; anything else (a value that fails, a keyword or a type it does not know) is
 False, and the caller asks jsonschema, which stays the one judge of what is wrong and
-the one source of error messages. :func:`is_simple` admits a schema only if it is made
+the one source of error messages. :func:`compile_check` turns a schema into that
+check once (the validation module keeps a skill's on the skill), so a call does not
+walk the schema's dicts again. :func:`is_simple` admits a schema only if it is made
 of the keywords below, each well-formed for the Draft 2020-12 meta-schema, so a broken
 schema still reaches jsonschema's check. A ``pattern`` is matched by RE2, the engine
 jsonschema is given too (:mod:`._schema`); one RE2 refuses is left to jsonschema. RE2
