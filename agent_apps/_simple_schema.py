@@ -141,7 +141,7 @@ def _step(key: str, value: Any, schema: dict[str, Any]) -> Check | None:
     """The check of one keyword, or None for an annotation (it never fails a value)."""
     if key == "type":
         names = value if isinstance(value, list) else [value]
-        kinds = [_TYPE_CHECKS[name] for name in names]
+        kinds = [_TYPE_CHECKS.get(name, _no) for name in names]  # an unknown type: cannot tell
         if len(kinds) == 1:
             return kinds[0]
         return lambda instance, defaults: any(kind(instance, defaults) for kind in kinds)
