@@ -39,6 +39,7 @@ import itertools
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,10 @@ class RunJournal:
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
         self._rows: list[tuple[str, str, str, Any, float]] = []
+        #: The invocation to record with the next batch (the run's first agent started).
+        self._invocation: dict[str, Any] | None = None
+        #: Other writes for the next batch, by key (:meth:`write_with`).
+        self._also: dict[str, Callable[[], None]] = {}
         self._writer: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._failed: BaseException | None = None
@@ -185,33 +190,72 @@ class RunJournal:
         if self._writer is None and self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
 
-    async def flush(self) -> None:
-        """Wait until every queued entry is written; raise what writing raised."""
-        if self._rows and self._writer is None:
-            self._start()
-        while self._writer is not None:
-            await asyncio.shield(self._writer)
+    def write_with(self, key: str, fn: Callable[[], None]) -> None:
+        """Queue a store write (``fn``, run on the store's thread) to go with the next
+        batch, after its entries: the one queued last under ``key`` replaces any before
+        it (the turn in flight, of which only the latest state counts)."""
+        self._also.pop(key, None)
+        self._also[key] = fn
+        if self._writer is None and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
+
+    def begin(self, agent: str, body: dict[str, Any]) -> None:
+        """Queue the first agent's ``start`` entry, with the run's invocation when it is
+        not recorded yet (the checkpoint a resume starts from): both go in the first batch."""
+        if not self.recorded:
+            self.recorded = True
+            self._invocation = self.invocation
+        self.write(agent, "start", "start", body)
+
+    async def flush(self, then: Callable[[], None] | None = None) -> None:
+        """Write every queued entry now, and wait until they are; raise what writing
+        raised. ``then`` (store writes, run on the store's thread) goes in the same
+        transaction as the entries: one commit for a turn's entries and its messages.
+        When that transaction fails, its entries stay queued for the next write."""
+        while self._writer is not None:  # the batch being written goes first
+            await asyncio.wait([self._writer])
         if self._failed is not None:
             raise self._failed
+        if self._queued or then is not None:
+            await asyncio.shield(self._write_batch(then))
+
+    @property
+    def _queued(self) -> bool:
+        return bool(self._rows or self._also or self._invocation is not None)
 
     def _start(self) -> None:
+        self._timer = None
+        if self._writer is None and self._failed is None and self._queued:
+            self._write_batch(None)
+
+    def _write_batch(self, then: Callable[[], None] | None) -> asyncio.Future[None]:
+        """Write what is queued (and ``then``) in one transaction, as the only writer."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._drain())
-
-    async def _drain(self) -> None:
+        rows, self._rows = self._rows, []
+        invocation, self._invocation = self._invocation, None
+        also, self._also = self._also, {}
         store = self.store
-        try:
-            while self._rows and self._failed is None:
-                rows, self._rows = self._rows, []
-                try:
-                    await store.call(_write_rows, store, self.run_id, rows)
-                except Exception as exc:  # the next flush() raises it
-                    self._failed = exc
-        finally:
+        writes = [*also.values(), *([then] if then is not None else [])]
+        writing = self._writer = asyncio.ensure_future(
+            store.call(store.db.together, _write_rows, store, self.run_id, invocation, rows, writes)
+        )
+
+        def written(future: asyncio.Future[None]) -> None:
             self._writer = None
+            failed = None if future.cancelled() else future.exception()
+            if failed is not None:  # rolled back: what it held is written with the next batch
+                self._rows[:0] = rows
+                self._invocation = self._invocation or invocation
+                self._also = {**also, **self._also}
+                if then is None:  # the journal's own write: every later flush() raises it
+                    self._failed = failed
+            if self._queued and self._timer is None and self._failed is None:
+                self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
+
+        writing.add_done_callback(written)
+        return writing
 
     async def settle(self) -> None:
         """The recorded decision was applied: clear it (here and in the store)."""
@@ -257,7 +301,7 @@ class AgentJournal:
         entry = self.entries.get("start")
         return entry.body if entry is not None else None
 
-    async def start(self, body: dict[str, Any]) -> None:
+    def start(self, body: dict[str, Any]) -> None:
         """Record how this agent started, or check a resumed one starts the same way."""
         started = self.started
         if started is not None:
@@ -269,20 +313,14 @@ class AgentJournal:
                         f"{_short(started.get(key))}; nothing was executed",
                     )
             return
-        run, store = self.run, self.run.store
-        invocation = run.invocation if not run.recorded else None
-        run.recorded = True
-
-        def write() -> None:
-            if invocation is not None:
-                store.journal.begin(run.run_id, invocation)
-            self.add_now("start", "start", body)
-
-        await store.call(write)
+        self.run.begin(self.path, body)  # written before the model is first asked (model_call)
 
     # -- model calls (a ModelInterceptor) -------------------------------------------------
 
     async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        # What the model will be told rests on what is queued (the start, a code run's
+        # host calls, whose outcome it reads now): all of it is written first.
+        await self.run.flush()
         entry = self.entries.get(f"m.{event.get('turn')}")
         self._answered = entry is not None
         return {"response": entry.body["response"]} if entry is not None else None
@@ -390,9 +428,18 @@ class AgentJournal:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:
-    """Serialize and write queued entries (on the store's thread). A host call whose
-    result is not JSON is journaled as the error the agent code got for it."""
+def _write_rows(
+    store: StateStore,
+    run_id: str,
+    invocation: dict[str, Any] | None,
+    rows: list[tuple[str, str, str, Any, float]],
+    writes: list[Callable[[], None]],
+) -> None:
+    """Serialize and write queued entries, after the run's ``invocation`` and before
+    the other ``writes`` (on the store's thread, inside one transaction). A host call
+    whose result is not JSON is journaled as the error the agent code got for it."""
+    if invocation is not None:
+        store.journal.begin(run_id, invocation)
     encoded = []
     for agent, key, kind, body, at in rows:
         try:
@@ -403,7 +450,10 @@ def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, 
                      "error": {"type": "ResultInvalid", "message": problem}}  # fmt: skip
             text = json.dumps(error, ensure_ascii=False, separators=(",", ":"), default=repr)
         encoded.append((agent, key, kind, text, at))
-    store.journal.add_rows(run_id, encoded)
+    if encoded:
+        store.journal.add_rows(run_id, encoded)
+    for write in writes:
+        write()
 
 
 def replay(entry: JournalEntry) -> Any:

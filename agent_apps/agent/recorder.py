@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -417,13 +418,11 @@ class Recorder:
         if session is not None and memory is not self._memory_seen:
             saved = self._memory_seen = memory
 
-        if journal is not None:  # the turn's host calls first: its marker says it is complete
-            await journal.run.flush()
         await self._live_written()
 
         def write() -> None:
-            # the report first: once a turn's messages can be read, its report has it too
-            # (a crash between the two transactions loses the messages of the turn in flight)
+            # one transaction with the journal's queued entries (the turn's host calls):
+            # the report, the messages and the turn's marker are all stored or none is
             store.runs.report(record, report)
             if session is not None:
                 store.sessions.append(
@@ -436,7 +435,7 @@ class Recorder:
             if journal is not None and not replayed:  # the turn's messages, for export and replay
                 journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
-        await store.call(write)
+        await self._commit(write)
 
     # -- the turn in flight ------------------------------------------------------------
 
@@ -462,6 +461,10 @@ class Recorder:
                 if parts:
                     ContentBudget(self.content.room).text(live, field, "".join(parts))
         text = dumps(live)
+        journal = self.journal
+        if journal is not None:  # with the journal's next batch (within its WRITE_DELAY), one commit
+            journal.run.write_with(f"live {journal.path}", functools.partial(self.store.runs.live, self.record, text))
+            return
         before = self._live_write
         self._live_write = asyncio.ensure_future(self._store_live(text, before))
 
@@ -502,8 +505,6 @@ class Recorder:
             self.content.value(self.report, "result", result, TEXT_LIMIT)
         report = self._report(final=True)
         store, record, session, journal = self.store, self.record, self.session, self.journal
-        if journal is not None:
-            await journal.run.flush()
         await self._live_written()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
@@ -517,11 +518,20 @@ class Recorder:
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
 
         try:
-            await store.call(write)
+            await self._commit(write)
         finally:  # the session's next run may go on
             holding, self._holding = self._holding, None
             if holding is not None:
                 await holding.aclose()
+
+    async def _commit(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (store writes) on the store's thread in one transaction, with
+        every journal entry still queued (written before it, so a turn's marker or the
+        run's end never stands without the host calls before it)."""
+        if self.journal is not None:
+            await self.journal.run.flush(write)
+        else:
+            await self.store.call(self.store.db.together, write)
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [

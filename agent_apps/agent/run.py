@@ -256,7 +256,7 @@ class AgentRun:
         elif self.record.session_id is not None:
             window = await self._prompt_window(context.composed.text)
         if journal is not None:
-            await journal.start(
+            journal.start(
                 {
                     "skill": settings.served.skill.name,
                     "name": settings.name,
