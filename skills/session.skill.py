@@ -8,6 +8,8 @@ Runs whose ``model.retention`` is not ``permanent`` keep no content, so their tr
 not stored.
 """
 
+from agent_apps.agent.recorder import STORE_TRACE
+
 frontmatter = {
     "name": "session",
     "description": "Agent middleware: stores each agent run's trace with the run in the state store.",
@@ -16,10 +18,14 @@ frontmatter = {
 
 
 async def main(ctx, args):
+    # the run stores its trace with its end, in the same transaction; stored here only
+    # when the run could not (it failed before it began recording)
+    request = ctx.locals[STORE_TRACE] = {}
     try:
         return await ctx.manager.next()
     finally:
         state = ctx.locals.get("agent")
-        if isinstance(state, dict) and state.get("agent_id") and state.get("retention") == "permanent":
+        stored = request.get("stored")
+        if not stored and isinstance(state, dict) and state.get("agent_id") and state.get("retention") == "permanent":
             store = ctx.manager.context_manager.state
             await store.call(store.runs.save_trace, state["run_id"], state["agent_id"], list(state["trace"]))

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ..state import StateStore
     from .durable import AgentJournal
 
-__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
+__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "STORE_TRACE", "Recorder"]
 
 T = TypeVar("T")
 RETENTIONS = ("none", "run", "permanent")
@@ -67,6 +67,10 @@ RETENTIONS = ("none", "run", "permanent")
 LIVE_INTERVAL = 0.05
 #: Host calls listed per tool call; past it they are counted (``host_calls_cut``).
 MAX_HOST_CALLS = 200
+#: The key of an agent's ``ctx.locals`` where middleware (the bundled ``session``) asks
+#: that the run's trace be stored with its end, in the same transaction: a dict, in
+#: which the run sets ``stored`` once it is.
+STORE_TRACE = "agent_apps.store_trace"
 _UNSET: Any = object()
 #: The host call being made in this task: ``(agent id, call id)``. An agent that the
 #: call starts reads it to name the call that started it.
@@ -159,6 +163,14 @@ class Recorder:
         self._live_timer: asyncio.TimerHandle | None = None
         self._live_write: asyncio.Task[None] | None = None
         self._live_at = 0.0
+        #: the trace to store with the run's end, and the request that asked for it
+        self._trace: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+
+    def store_trace(self, trace: list[dict[str, Any]], request: dict[str, Any]) -> None:
+        """Store ``trace`` with the run's end (:data:`STORE_TRACE`), when the run keeps
+        content (retention ``permanent``)."""
+        if self.keeps_content:
+            self._trace = (trace, request)
 
     # -- start -------------------------------------------------------------------------
 
@@ -516,9 +528,13 @@ class Recorder:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
+            if self._trace is not None:
+                store.runs.save_trace(record.run_id, record.agent_id, list(self._trace[0]))  # type: ignore[arg-type]
 
         try:
             await self._commit(write)
+            if self._trace is not None:
+                self._trace[1]["stored"] = True
         finally:  # the session's next run may go on
             holding, self._holding = self._holding, None
             if holding is not None:

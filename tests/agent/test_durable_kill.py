@@ -76,7 +76,8 @@ def _invoke(root: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
     skills = root / "skills"
     skills.mkdir(parents=True)
     (skills / "counter.skill.py").write_text(COUNTER)
-    (skills / "counts.skill.md").write_text(AGENT.format(model=json.dumps({"agent": "agent-scripted", "script": TURNS})))
+    model = json.dumps({"agent": "agent-scripted", "script": TURNS})
+    (skills / "counts.skill.md").write_text(AGENT.format(model=model))
     argv = ["invoke", "counts", "--path", "skills", "--session", "s1"]
     return subprocess.run(
         [sys.executable, "-c", CHILD, *argv], cwd=root, env=_env(root, KILL_AT=str(kill_at)),
