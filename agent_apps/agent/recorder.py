@@ -184,17 +184,18 @@ class Recorder:
         or its deadline (``budget``), as the run would. A run off the record waits the
         same way; it neither creates its session nor starts when it does not exist."""
         store, record, session = self.store, self.record, self.session
-        if session is not None and self.read_only:
-            await store.call(store.sessions.get, session)  # NotFound before anything is written
-        await store.call(store.runs.start_agent, record, name=self.report["name"])
+        opening = functools.partial(store.runs.start_agent, record, name=self.report["name"])
         if session is None:
+            await store.call(opening)
             return None
+        if self.read_only:
+            await store.call(store.sessions.get, session)  # NotFound before anything is written
 
         def begin() -> dict[str, Any] | None:
             return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
 
         try:
-            await self._hold_session(session)
+            await self._hold_session(session, opening)
             memory = self._memory_at_start = await store.call(begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
@@ -203,11 +204,12 @@ class Recorder:
             raise
         return memory  # retention decides what a run leaves, not what it may read
 
-    async def _hold_session(self, session: str) -> None:
-        """Wait for the session's turn (see :meth:`start`); it is held until :meth:`finish`."""
+    async def _hold_session(self, session: str, opening: Callable[[], None]) -> None:
+        """Wait for the session's turn (see :meth:`start`), the run's row written as it
+        queues (``opening``); the session is held until :meth:`finish`."""
         record = self.record
         holding = contextlib.AsyncExitStack()
-        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id))
+        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id, opening=opening))
         left = record.time_left
         try:
             if record.signal is not None:

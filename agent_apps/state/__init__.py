@@ -101,7 +101,9 @@ class StateStore:
         return await self.db.call(fn, *args, **kwargs)
 
     @contextlib.asynccontextmanager
-    async def session_lock(self, session_id: str, run_id: str) -> AsyncIterator[None]:
+    async def session_lock(
+        self, session_id: str, run_id: str, *, opening: Callable[[], None] | None = None
+    ) -> AsyncIterator[None]:
         """Hold session ``session_id`` for run ``run_id``: ``async with
         store.session_lock("s1", run_id): ...`` waits until no other run of the session
         is in progress, in arrival order, across processes; then the block runs alone.
@@ -110,13 +112,14 @@ class StateStore:
         waits for the run around it). Cancelling the waiting task stops the wait and
         gives the place back; a process that dies (even ``kill -9``) lets go of its
         sessions. The wait runs nothing on the event loop but short sleeps: each look at
-        the queue is a read on the store's thread (:mod:`.session_queue`). A store on
+        the queue is a read on the store's thread (:mod:`.session_queue`). ``opening``
+        (store writes: the run's own row) is made in the transaction that queues the run. A store on
         another database implements this one method with that database's own lock.
         """
         queue = self._session_queue
         # the join runs to its end on the store's thread even when this task is cancelled
         # meanwhile: the ticket it took is given back from the future, never lost
-        joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id))
+        joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id, before=opening))
         try:
             turn: bool | None
             ticket, turn = await asyncio.shield(joining)
