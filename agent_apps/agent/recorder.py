@@ -195,8 +195,7 @@ class Recorder:
             return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
 
         try:
-            await self._hold_session(session, opening)
-            memory = self._memory_at_start = await store.call(begin)
+            memory = self._memory_at_start = await self._hold_session(session, opening, begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
             status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
@@ -204,24 +203,29 @@ class Recorder:
             raise
         return memory  # retention decides what a run leaves, not what it may read
 
-    async def _hold_session(self, session: str, opening: Callable[[], None]) -> None:
+    async def _hold_session(
+        self, session: str, opening: Callable[[], None], begin: Callable[[], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
         """Wait for the session's turn (see :meth:`start`), the run's row written as it
-        queues (``opening``); the session is held until :meth:`finish`."""
+        queues (``opening``); returns what ``begin`` read once the turn came. The
+        session is held until :meth:`finish`."""
         record = self.record
         holding = contextlib.AsyncExitStack()
-        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id, opening=opening))
+        lock = self.store.session_lock(session, record.run_id, opening=opening, granted=begin)
+        waiting = holding.enter_async_context(lock)
         left = record.time_left
         try:
             if record.signal is not None:
-                await record.signal.guard(asyncio.wait_for(waiting, left))
+                memory = await record.signal.guard(asyncio.wait_for(waiting, left))
             else:
-                await asyncio.wait_for(waiting, left)
+                memory = await asyncio.wait_for(waiting, left)
         except TimeoutError:
             over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
             if over is None:
                 raise
             raise over from None
         self._holding = holding
+        return memory
 
     # -- hook events -------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
 
     from ._db import Connection, Database
 
@@ -84,18 +83,13 @@ class SessionQueue:
 
     # -- on the store's thread ---------------------------------------------------------
 
-    def join(
-        self, session_id: str, run_id: str, *, again: bool = False, before: Callable[[], None] | None = None
-    ) -> tuple[int, bool]:
+    def join(self, session_id: str, run_id: str, *, again: bool = False) -> tuple[int, bool]:
         """Take a ticket for ``run_id`` in ``session_id``'s queue and look at the queue in
         the same transaction (one round trip on PostgreSQL, not two); returns the ticket
         and whether the run may go on now (see :meth:`turn`). ``again``: it replaces one
-        of this process that was removed as dead. ``before``: store writes made first,
-        in the same transaction (the run's own row, so it shows while it waits)."""
+        of this process that was removed as dead."""
         pid = os.getpid()
         with self.db.write() as conn:
-            if before is not None:
-                before()
             ticket = int(
                 conn.execute(
                     "INSERT INTO session_queue (session_id, run_id, host, namespace, pid, started, alive_at) "
