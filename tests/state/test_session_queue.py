@@ -99,7 +99,8 @@ async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(
     # the run's row and what it reads first go in that same one transaction
     transactions.clear()
     opened = []
-    lock = store.session_lock("s", "r1", opening=lambda: opened.append("row"), granted=lambda: store.sessions.begin("s"))
+    opening, granted = lambda: opened.append("row"), lambda: store.sessions.begin("s")
+    lock = store.session_lock("s", "r1", opening=opening, granted=granted)
     async with lock as memory:
         assert transactions == ["write"] and opened == ["row"] and memory is None
     assert transactions == ["write", "write"] and store.sessions.get("s").id == "s"
