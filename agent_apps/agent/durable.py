@@ -133,6 +133,9 @@ class RunJournal:
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
         self._rows: list[tuple[str, str, str, Any, float]] = []
+        #: A model response was queued and no flush has returned since: it is written
+        #: before the first host call acting on it (``HostCalls._journaled``).
+        self.response_unsaved = False
         #: The invocation to record with the next batch (the run's first agent started).
         self._invocation: dict[str, Any] | None = None
         #: Other writes for the next batch, by key (:meth:`write_with`).
@@ -218,6 +221,7 @@ class RunJournal:
             raise self._failed
         if self._queued or then is not None:
             await asyncio.shield(self._write_batch(then))
+        self.response_unsaved = False
 
     @property
     def _queued(self) -> bool:
@@ -327,11 +331,13 @@ class AgentJournal:
 
     async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None:
         # The model's answer, or one a middleware inside gave itself (replayed: true
-        # too), not one this journal gave: written before the provider acts on it.
+        # too), not one this journal gave: written before the provider acts on it, that
+        # is before the first host call of its code (the gateway flushes then), with
+        # the turn's end, or within WRITE_DELAY, whichever comes first.
         if not self._answered:
             turn = event.get("turn")
             self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
-            await self.run.flush()
+            self.run.response_unsaved = True
         return None
 
     def turn_stored(self, turn: Any) -> bool:

@@ -96,3 +96,35 @@ async def test_a_turn_the_runs_end_and_its_opening_each_commit_in_one_transactio
     assert transaction("add_rows", keys("h.1.1")) <= transaction("add", keys("t.1"))
     assert transaction("finish_agent") == transaction("save_trace")
     cm.state.close()
+
+
+PEEK = """
+frontmatter = {"params": {"type": "object"}}
+async def main(ctx, args):
+    store = ctx.manager.context_manager.state
+    return [e.key for e in await store.call(store.journal.entries, ctx.run.run_id)]
+"""
+
+
+async def test_the_model_response_is_journaled_before_the_first_call_acting_on_it(
+    skills_path, tmp_path, state_location, write_skill, monkeypatch
+):
+    """Queued entries are not waited for (no timer here: only the flushes write), yet the
+    code's first host call finds the response it acts on, the checkpoint and the start
+    in the store; a later call of the same code run needs no write first."""
+    from agent_apps.agent import durable
+
+    monkeypatch.setattr(durable, "WRITE_DELAY", 3600)
+    write_skill("peek", PEEK)
+    cm = hermetic_manager([skills_path], tmp_path, state=state_location)
+    code = (
+        "a = await ctx.manager.invoke('peek', {})\nb = await ctx.manager.invoke('peek', {})\n"
+        "ctx.manager.finish([a, b])"
+    )
+    call = {"prompt": "Peek.", "user_message": "Go.", "config": {"agent": "agent-scripted", "script": [{"code": code}]}}
+    first, second = await cm.invoke("agent", call)
+    assert first == ["start", "m.1", "c.1"] and second == first  # h.1.1 is queued, written with the turn
+    (run,) = cm.state.runs.list()
+    keys = [e.key for e in cm.state.journal.entries(run.id)]
+    assert keys == ["start", "m.1", "c.1", "h.1.1", "h.1.2", "t.1"]
+    cm.state.close()
