@@ -168,14 +168,25 @@ class Database(ABC):
         outside one."""
         return getattr(self._open_write, "conn", None)
 
+    def first_touch(self, run_id: str) -> bool:
+        """Whether this thread's write transaction has not given run ``run_id`` a change
+        number yet (it is taken once per transaction: every write in it shares it); it
+        counts as given from now on."""
+        touched: set[str] | None = getattr(self._open_write, "touched", None)
+        if touched is None or run_id not in touched:
+            if touched is not None:
+                touched.add(run_id)
+            return True
+        return False
+
     @contextmanager
     def _writing(self, conn: T) -> Iterator[T]:
         """Mark ``conn`` as this thread's write transaction while the block runs."""
-        self._open_write.conn = conn
+        self._open_write.conn, self._open_write.touched = conn, set()
         try:
             yield conn
         finally:
-            self._open_write.conn = None
+            self._open_write.conn = self._open_write.touched = None
 
     @property
     @abstractmethod
