@@ -193,6 +193,10 @@ class RunJournal:
         if self._writer is None and self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
 
+    def discard(self, key: str) -> None:
+        """Drop the write queued under ``key`` (:meth:`write_with`), if it is not written yet."""
+        self._also.pop(key, None)
+
     def write_with(self, key: str, fn: Callable[[], None]) -> None:
         """Queue a store write (``fn``, run on the store's thread) to go with the next
         batch, after its entries: the one queued last under ``key`` replaces any before
@@ -214,12 +218,14 @@ class RunJournal:
         """Write every queued entry now, and wait until they are; raise what writing
         raised. ``then`` (store writes, run on the store's thread) goes in the same
         transaction as the entries: one commit for a turn's entries and its messages.
-        When that transaction fails, its entries stay queued for the next write."""
+        When that transaction fails, its entries stay queued for the next write. Other
+        queued writes (:meth:`write_with`) go along, but alone they wait for their
+        timer: nothing durable rests on them."""
         while self._writer is not None:  # the batch being written goes first
             await asyncio.wait([self._writer])
         if self._failed is not None:
             raise self._failed
-        if self._queued or then is not None:
+        if self._rows or self._invocation is not None or then is not None:
             await asyncio.shield(self._write_batch(then))
         self.response_unsaved = False
 

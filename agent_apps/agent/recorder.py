@@ -500,6 +500,8 @@ class Recorder:
         if self._live_timer is not None:
             self._live_timer.cancel()
             self._live_timer = None
+        if self.journal is not None:  # the turn's report, written next, ends the turn in flight
+            self.journal.run.discard(f"live {self.journal.path}")
         if self._live_write is not None:
             await asyncio.wait([self._live_write])
             self._live_write = None
