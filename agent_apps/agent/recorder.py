@@ -17,7 +17,13 @@ The agent policy already hears every step of a run through the hook events; the
   whether a hook or the approver skipped or answered it, metrics); and the totals. An
   agent started by agent code names the host call that started it (``parent_call``);
 * the **turn in flight**, written for watchers (the console) as it changes, at most
-  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
+  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends; with a journal
+  it goes with the journal's next batch (within its ``WRITE_DELAY``), not in a
+  transaction of its own.
+
+A turn's report, its messages and the journal's queued entries (the turn's host calls,
+its marker) are one transaction, and so are the run's final report, status, trace and
+what retention removes (docs/durability.md, "What a run writes together").
 
 The user's message carries the run's attachments (``media``), and each assistant
 message the reasoning its turn reported (``reasoning``), as seed 004 keeps thoughts
