@@ -71,7 +71,9 @@ __all__ = [
 SCOPE = "agent_journal"
 _ROOT_KEY = "journal"
 #: Queued journal entries are written at most this long after they happened (in one
-#: transaction per batch), and at once before the model or a checkpoint depends on them.
+#: transaction per batch), and at once before a model call, before the first host call
+#: acting on a model response and before a checkpoint; a turn's end and the run's end
+#: write them in their own transaction (docs/durability.md, "What a run writes together").
 WRITE_DELAY = 0.005
 
 
