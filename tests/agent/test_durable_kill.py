@@ -1,7 +1,8 @@
 """A run killed with ``kill -9`` right after any one of its commits, then resumed: no
 journaled host call is made again, and the session holds each message exactly once.
 
-The run is a real ``agent-apps invoke`` process. A wrapper around the store's write
+The run is a real ``agent-apps invoke`` process, on SQLite and on a real PostgreSQL
+server. A wrapper around the store's write
 transaction (in the child only) counts the outermost commits and sends the process
 ``SIGKILL`` right after the Nth, for every N the run makes: so the store a resume reads
 is each state the run's writes can leave on disk.
@@ -13,7 +14,11 @@ import json
 import signal
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from agent_apps import ContextManager
 
@@ -35,24 +40,27 @@ async def main(ctx, args):
 CHILD = """
 import contextlib, os, signal, sys
 from pathlib import Path
+from agent_apps.state._postgres import PostgresDatabase
 from agent_apps.state._sqlite import SQLiteDatabase
 from agent_apps.cli import main
 
 kill_at, commits = int(os.environ["KILL_AT"]), [0]
-write = SQLiteDatabase.write
 
-@contextlib.contextmanager
-def counted(self):
-    outermost = getattr(self, "_joined", lambda: None)() is None
-    with write(self) as conn:
-        yield conn
-    if outermost:
-        commits[0] += 1
-        Path("commits").write_text(str(commits[0]))
-        if commits[0] == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
+def counting(write):
+    @contextlib.contextmanager
+    def counted(self):
+        outermost = getattr(self, "_joined", lambda: None)() is None
+        with write(self) as conn:
+            yield conn
+        if outermost:
+            commits[0] += 1
+            Path("commits").write_text(str(commits[0]))
+            if commits[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+    return counted
 
-SQLiteDatabase.write = counted
+SQLiteDatabase.write = counting(SQLiteDatabase.write)
+PostgresDatabase.write = counting(PostgresDatabase.write)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -72,7 +80,17 @@ Count.
 """
 
 
-def _invoke(root: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_at(request: pytest.FixtureRequest) -> Callable[[Path], str]:
+    """Where the store of a run in folder ``root`` is: an SQLite file in it, or a schema
+    of its own on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return lambda root: str(root / "home" / "state.db")
+    server = request.getfixturevalue("postgres_server")
+    return lambda root: server.url("tests", schema=f"k_{uuid.uuid4().hex[:12]}")
+
+
+def _invoke(root: Path, kill_at: int, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     skills = root / "skills"
     skills.mkdir(parents=True)
     (skills / "counter.skill.py").write_text(COUNTER)
@@ -80,26 +98,26 @@ def _invoke(root: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
     (skills / "counts.skill.md").write_text(AGENT.format(model=model))
     argv = ["invoke", "counts", "--path", "skills", "--session", "s1"]
     return subprocess.run(
-        [sys.executable, "-c", CHILD, *argv], cwd=root, env=_env(root, KILL_AT=str(kill_at)),
+        [sys.executable, "-c", CHILD, *argv], cwd=root, env={**env, "KILL_AT": str(kill_at)},
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
-def _store(root: Path) -> ContextManager:
-    return ContextManager(state=str(root / "home" / "state.db"), env=False, project=False, user=False)
+def _store(env: dict[str, str]) -> ContextManager:
+    return ContextManager(state=env["AGENT_APPS_STATE"], env=False, project=False, user=False)
 
 
-def _messages(root: Path) -> list[tuple[str, str]]:
-    cm = _store(root)
+def _messages(env: dict[str, str]) -> list[tuple[str, str]]:
+    cm = _store(env)
     try:
         return [(e.message["role"], e.message.get("text", "")) for e in cm.state.sessions.messages("s1")]
     finally:
         cm.state.close()
 
 
-def _journaled_tags(root: Path) -> list[str]:
+def _journaled_tags(env: dict[str, str]) -> list[str]:
     """The tags of the host calls the journal holds (what a resume answers from it)."""
-    cm = _store(root)
+    cm = _store(env)
     try:
         (run,) = cm.state.runs.list()
         return [e.body["args"]["tag"] for e in cm.state.journal.entries(run.id) if e.kind == "call"]
@@ -107,10 +125,11 @@ def _journaled_tags(root: Path) -> list[str]:
         cm.state.close()
 
 
-def test_killed_after_any_commit_a_resume_repeats_no_journaled_call_and_stores_no_message_twice(tmp_path):
-    whole = _invoke(reference := tmp_path / "whole", kill_at=0)
+def test_killed_after_any_commit_a_resume_repeats_no_journaled_call_and_stores_no_message_twice(tmp_path, store_at):
+    reference = tmp_path / "whole"
+    whole = _invoke(reference, 0, env := _env(reference, AGENT_APPS_STATE=store_at(reference)))
     assert whole.returncode == 0 and whole.stdout.strip() == "Done.", whole.stderr
-    expected = _messages(reference)
+    expected = _messages(env)
     assert [role for role, _ in expected].count("user") == 1 and ("assistant", "Done.") in expected
     assert counted(reference) == ["one", "two", "three"]
 
@@ -119,27 +138,26 @@ def test_killed_after_any_commit_a_resume_repeats_no_journaled_call_and_stores_n
     resumed_points = 0
     for kill_at in range(1, 60):
         root = tmp_path / f"kill-{kill_at}"
-        killed = _invoke(root, kill_at)
+        killed = _invoke(root, kill_at, env := _env(root, AGENT_APPS_STATE=store_at(root)))
         if killed.returncode == 0:  # fewer commits than kill_at: every point was taken
-            assert killed.stdout.strip() == "Done." and _messages(root) == expected, killed.stderr
+            assert killed.stdout.strip() == "Done." and _messages(env) == expected, killed.stderr
             break
         assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
-        journaled, before = _journaled_tags(root), counted(root)
+        journaled, before = _journaled_tags(env), counted(root)
         assert set(journaled) <= set(before), kill_at  # an entry is written after its call
-        env = _env(root)
         run_id = json.loads(_cli(root, env, "runs", "list", "--json").stdout)[0]["id"]
         resumed = _cli(root, env, "resume", run_id)
         if resumed.returncode == 2:  # killed after the run's end, or before its checkpoint
             assert "cannot be resumed" in resumed.stderr and counted(root) == before, (kill_at, resumed.stderr)
             ended = "already ended" in resumed.stderr
-            assert (before, _messages(root)) == ((["one", "two", "three"], expected) if ended else ([], [])), kill_at
+            assert (before, _messages(env)) == ((["one", "two", "three"], expected) if ended else ([], [])), kill_at
             continue
         assert resumed.returncode == 0 and resumed.stdout.strip() == "Done.", (kill_at, resumed.stderr)
         resumed_points += 1
         again = counted(root)[len(before) :]
         assert not set(again) & set(journaled), (kill_at, journaled, again)  # no journaled call made again
         assert sorted(set(counted(root))) == ["one", "three", "two"], kill_at
-        assert _messages(root) == expected, kill_at  # each message once, none lost
+        assert _messages(env) == expected, kill_at  # each message once, none lost
     else:
         raise AssertionError("the run never ended before its 59th commit")
     assert resumed_points >= 5  # every commit from the checkpoint to the run's end leaves a run to resume
