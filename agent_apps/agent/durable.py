@@ -144,6 +144,7 @@ class RunJournal:
         self._also: dict[str, Callable[[], None]] = {}
         self._writer: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # when the queued batch is due (the event loop's clock)
         self._failed: BaseException | None = None
 
     @property
@@ -190,10 +191,22 @@ class RunJournal:
     def write(self, agent: str, key: str, kind: str, body: Any) -> None:
         """Queue one entry. Entries are written in the order they were queued, in
         batches, on the store's thread, at most :data:`WRITE_DELAY` seconds after they
-        were queued; :meth:`flush` writes them now and waits until they are."""
+        were queued (plus the rest of a write in flight then); :meth:`flush` writes them
+        now and waits until they are."""
+        self._arm()
         self._rows.append((agent, key, kind, body, time.time()))
-        if self._writer is None and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
+
+    def _arm(self) -> None:
+        """Before queueing: the first of a batch makes it due :data:`WRITE_DELAY` later.
+        Writes queued while a batch is written wait for their own, due then too, so
+        calls that never stop make one write per WRITE_DELAY, not one per store round
+        trip: the store's thread, kept busy, would take the GIL from the event loop at
+        each of the sandbox's calls into wasmtime (which let it go)."""
+        if not self._queued:
+            loop = asyncio.get_running_loop()
+            self._due = loop.time() + WRITE_DELAY
+            if self._writer is None:
+                self._timer = loop.call_at(self._due, self._start)
 
     def discard(self, key: str) -> None:
         """Drop the write queued under ``key`` (:meth:`write_with`), if it is not written yet."""
@@ -203,10 +216,9 @@ class RunJournal:
         """Queue a store write (``fn``, run on the store's thread) to go with the next
         batch, after its entries: the one queued last under ``key`` replaces any before
         it (the turn in flight, of which only the latest state counts)."""
+        self._arm()
         self._also.pop(key, None)
         self._also[key] = fn
-        if self._writer is None and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
 
     def begin(self, agent: str, body: dict[str, Any]) -> None:
         """Queue the first agent's ``start`` entry, with the run's invocation when it is
@@ -251,7 +263,7 @@ class RunJournal:
         store = self.store
         writes = [*also.values(), *([then] if then is not None else [])]
         writing = self._writer = asyncio.ensure_future(
-            store.call(store.db.together, _write_rows, store, self.run_id, invocation, rows, writes)
+            store.call(store.db.together, _write_batch, store, self.run_id, invocation, rows, writes)
         )
 
         def written(future: asyncio.Future[None]) -> None:
@@ -264,7 +276,7 @@ class RunJournal:
                 if then is None:  # the journal's own write: every later flush() raises it
                     self._failed = failed
             if self._queued and self._timer is None and self._failed is None:
-                self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
+                self._timer = asyncio.get_running_loop().call_at(self._due, self._start)
 
         writing.add_done_callback(written)
         return writing
@@ -442,18 +454,27 @@ class AgentJournal:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _write_rows(
+def _write_batch(
     store: StateStore,
     run_id: str,
     invocation: dict[str, Any] | None,
     rows: list[tuple[str, str, str, Any, float]],
     writes: list[Callable[[], None]],
 ) -> None:
-    """Serialize and write queued entries, after the run's ``invocation`` and before
-    the other ``writes`` (on the store's thread, inside one transaction). A host call
-    whose result is not JSON is journaled as the error the agent code got for it."""
+    """One batch, inside one transaction on the store's thread: the run's
+    ``invocation`` (its checkpoint, the first time), the queued entries, then the other
+    ``writes``."""
     if invocation is not None:
         store.journal.begin(run_id, invocation)
+    if rows:
+        _write_rows(store, run_id, rows)
+    for write in writes:
+        write()
+
+
+def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:
+    """Serialize and write queued entries (on the store's thread). A host call whose
+    result is not JSON is journaled as the error the agent code got for it."""
     encoded = []
     for agent, key, kind, body, at in rows:
         try:
@@ -464,10 +485,7 @@ def _write_rows(
                      "error": {"type": "ResultInvalid", "message": problem}}  # fmt: skip
             text = json.dumps(error, ensure_ascii=False, separators=(",", ":"), default=repr)
         encoded.append((agent, key, kind, text, at))
-    if encoded:
-        store.journal.add_rows(run_id, encoded)
-    for write in writes:
-        write()
+    store.journal.add_rows(run_id, encoded)
 
 
 def replay(entry: JournalEntry) -> Any:
