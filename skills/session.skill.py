@@ -5,7 +5,9 @@ global list), as part of ``model.middleware``: around every agent run. After the
 whatever ended it, the trace of every hook event (``ctx.locals["agent"]["trace"]``) is
 stored with the run in the state store, where ``agent-apps runs show RUN`` finds it.
 Runs whose ``model.retention`` is not ``permanent`` keep no content, so their trace is
-not stored.
+not stored. The run writes it in the transaction that ends it, asked through
+``ctx.locals[STORE_TRACE]``; this middleware writes it itself only when the run could
+not (it failed before it began recording).
 """
 
 from agent_apps.agent.recorder import STORE_TRACE
@@ -18,8 +20,6 @@ frontmatter = {
 
 
 async def main(ctx, args):
-    # the run stores its trace with its end, in the same transaction; stored here only
-    # when the run could not (it failed before it began recording)
     request = ctx.locals[STORE_TRACE] = {}
     try:
         return await ctx.manager.next()
