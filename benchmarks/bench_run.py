@@ -15,8 +15,8 @@ with ``cm.invoke_sync`` as a user would, journal on (the default):
 Each measure is taken in three rounds and printed as the range of the rounds' medians,
 then how many runs took a pooled sandbox and how many made their own on their path.
 ``--profile`` runs them under cProfile instead: it prints the Python function calls
-on the event loop's thread per one-turn run and per host call (counts, which the load
-does not change), and the top entries of the one-turn run's profile. The home and the
+on the event loop's thread per one-turn run and per host call, the store round trips
+per one-turn run (counts, which the load does not change), and the top entries of the one-turn run's profile. The home and the
 run store live in a temporary folder.
 """
 
@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agent_apps import ContextManager
 
@@ -78,6 +79,24 @@ def profiled(work: Callable[[], object]) -> pstats.Stats:
     return pstats.Stats(profiler)
 
 
+def count_round_trips(work: Callable[[], object]) -> int:
+    """How many times ``work`` hands work to the store's thread (``Database.call``)."""
+    from agent_apps.state._db import Database
+
+    call, trips = Database.call, [0]
+
+    async def counted(self: Database, *args: Any, **kwargs: Any) -> Any:
+        trips[0] += 1
+        return await call(self, *args, **kwargs)
+
+    Database.call = counted  # type: ignore[method-assign]
+    try:
+        work()
+    finally:
+        Database.call = call  # type: ignore[method-assign]
+    return trips[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", action="store_true", help="cProfile 30 one-turn runs instead")
@@ -94,12 +113,14 @@ def main() -> None:
                             entry_points=False)
         run_ms(cm, runs=3)  # build/load the sandbox, open the store
         if options.profile:
+            trips = count_round_trips(lambda: run_ms(cm, runs=30))
             once = profiled(lambda: run_ms(cm, runs=30))
             calls = profiled(lambda: [call_us(cm, "calls") for _ in range(3)])
             per_run = once.total_calls / 30  # type: ignore[attr-defined]
             per_call = (calls.total_calls / 3 - per_run) / 300  # type: ignore[attr-defined]
             print(f"Python function calls (event loop thread): {per_run:.0f} per one-turn run, "
                   f"{per_call:.0f} per host call")
+            print(f"store round trips (hand-offs to the store's thread): {trips / 30:.1f} per one-turn run")
             once.sort_stats(options.sort).print_stats(45)
             return
         rounds = []

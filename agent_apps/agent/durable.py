@@ -39,6 +39,7 @@ import itertools
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,9 @@ __all__ = [
 SCOPE = "agent_journal"
 _ROOT_KEY = "journal"
 #: Queued journal entries are written at most this long after they happened (in one
-#: transaction per batch), and at once before the model or a checkpoint depends on them.
+#: transaction per batch), and at once before a model call, before the first host call
+#: acting on a model response and before a checkpoint; a turn's end and the run's end
+#: write them in their own transaction (docs/durability.md, "What a run writes together").
 WRITE_DELAY = 0.005
 
 
@@ -132,6 +135,13 @@ class RunJournal:
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
         self._rows: list[tuple[str, str, str, Any, float]] = []
+        #: A model response was queued and no flush has returned since: it is written
+        #: before the first host call acting on it (``HostCalls._journaled``).
+        self.response_unsaved = False
+        #: The invocation to record with the next batch (the run's first agent started).
+        self._invocation: dict[str, Any] | None = None
+        #: Other writes for the next batch, by key (:meth:`write_with`).
+        self._also: dict[str, Callable[[], None]] = {}
         self._writer: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0  # when the queued batch is due (the event loop's clock)
@@ -183,46 +193,93 @@ class RunJournal:
         batches, on the store's thread, at most :data:`WRITE_DELAY` seconds after they
         were queued (plus the rest of a write in flight then); :meth:`flush` writes them
         now and waits until they are."""
-        if not self._rows:  # a batch's first entry: the batch is due WRITE_DELAY later
+        self._arm()
+        self._rows.append((agent, key, kind, body, time.time()))
+
+    def _arm(self) -> None:
+        """Before queueing: the first of a batch makes it due :data:`WRITE_DELAY` later.
+        Writes queued while a batch is written wait for their own, due then too, so
+        calls that never stop make one write per WRITE_DELAY, not one per store round
+        trip: the store's thread, kept busy, would take the GIL from the event loop at
+        each of the sandbox's calls into wasmtime (which let it go)."""
+        if not self._queued:
             loop = asyncio.get_running_loop()
             self._due = loop.time() + WRITE_DELAY
             if self._writer is None:
                 self._timer = loop.call_at(self._due, self._start)
-        self._rows.append((agent, key, kind, body, time.time()))
 
-    async def flush(self) -> None:
-        """Wait until every queued entry is written; raise what writing raised."""
-        while self._failed is None and (self._rows or self._writer is not None):
-            if self._writer is None:
-                self._start()
-            await asyncio.shield(self._writer)  # type: ignore[arg-type]
+    def discard(self, key: str) -> None:
+        """Drop the write queued under ``key`` (:meth:`write_with`), if it is not written yet."""
+        self._also.pop(key, None)
+
+    def write_with(self, key: str, fn: Callable[[], None]) -> None:
+        """Queue a store write (``fn``, run on the store's thread) to go with the next
+        batch, after its entries: the one queued last under ``key`` replaces any before
+        it (the turn in flight, of which only the latest state counts)."""
+        self._arm()
+        self._also.pop(key, None)
+        self._also[key] = fn
+
+    def begin(self, agent: str, body: dict[str, Any]) -> None:
+        """Queue the first agent's ``start`` entry, with the run's invocation when it is
+        not recorded yet (the checkpoint a resume starts from): both go in the first batch."""
+        if not self.recorded:
+            self.recorded = True
+            self._invocation = self.invocation
+        self.write(agent, "start", "start", body)
+
+    async def flush(self, then: Callable[[], None] | None = None) -> None:
+        """Write every queued entry now, and wait until they are; raise what writing
+        raised. ``then`` (store writes, run on the store's thread) goes in the same
+        transaction as the entries: one commit for a turn's entries and its messages.
+        When that transaction fails, its entries stay queued for the next write. Other
+        queued writes (:meth:`write_with`) go along, but alone they wait for their
+        timer: nothing durable rests on them."""
+        while self._writer is not None:  # the batch being written goes first
+            await asyncio.wait([self._writer])
         if self._failed is not None:
             raise self._failed
+        if self._rows or self._invocation is not None or then is not None:
+            await asyncio.shield(self._write_batch(then))
+        self.response_unsaved = False
+
+    @property
+    def _queued(self) -> bool:
+        return bool(self._rows or self._also or self._invocation is not None)
 
     def _start(self) -> None:
+        self._timer = None
+        if self._writer is None and self._failed is None and self._queued:
+            self._write_batch(None)
+
+    def _write_batch(self, then: Callable[[], None] | None) -> asyncio.Future[None]:
+        """Write what is queued (and ``then``) in one transaction, as the only writer."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._drain())
-
-    async def _drain(self) -> None:
-        """Write the queued entries as one batch. Entries queued during the write wait
-        for their own batch, due :data:`WRITE_DELAY` after the first of them, so calls
-        that never stop make one write per WRITE_DELAY, not one per store round trip:
-        the store's thread, kept busy, would take the GIL from the event loop at each of
-        the sandbox's calls into wasmtime (which let it go)."""
+        rows, self._rows = self._rows, []
+        invocation, self._invocation = self._invocation, None
+        also, self._also = self._also, {}
         store = self.store
-        try:
-            if self._failed is None:
-                rows, self._rows = self._rows, []
-                await store.call(_write_rows, store, self.run_id, rows)
-        except Exception as exc:  # the next flush() raises it
-            self._failed = exc
-        finally:
+        writes = [*also.values(), *([then] if then is not None else [])]
+        writing = self._writer = asyncio.ensure_future(
+            store.call(store.db.together, _write_batch, store, self.run_id, invocation, rows, writes)
+        )
+
+        def written(future: asyncio.Future[None]) -> None:
             self._writer = None
-        if self._rows and self._failed is None and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_at(self._due, self._start)
+            failed = None if future.cancelled() else future.exception()
+            if failed is not None:  # rolled back: what it held is written with the next batch
+                self._rows[:0] = rows
+                self._invocation = self._invocation or invocation
+                self._also = {**also, **self._also}
+                if then is None:  # the journal's own write: every later flush() raises it
+                    self._failed = failed
+            if self._queued and self._timer is None and self._failed is None:
+                self._timer = asyncio.get_running_loop().call_at(self._due, self._start)
+
+        writing.add_done_callback(written)
+        return writing
 
     async def settle(self) -> None:
         """The recorded decision was applied: clear it (here and in the store)."""
@@ -268,7 +325,7 @@ class AgentJournal:
         entry = self.entries.get("start")
         return entry.body if entry is not None else None
 
-    async def start(self, body: dict[str, Any]) -> None:
+    def start(self, body: dict[str, Any]) -> None:
         """Record how this agent started, or check a resumed one starts the same way."""
         started = self.started
         if started is not None:
@@ -280,31 +337,27 @@ class AgentJournal:
                         f"{_short(started.get(key))}; nothing was executed",
                     )
             return
-        run, store = self.run, self.run.store
-        invocation = run.invocation if not run.recorded else None
-        run.recorded = True
-
-        def write() -> None:
-            if invocation is not None:
-                store.journal.begin(run.run_id, invocation)
-            self.add_now("start", "start", body)
-
-        await store.call(write)
+        self.run.begin(self.path, body)  # written before the model is first asked (model_call)
 
     # -- model calls (a ModelInterceptor) -------------------------------------------------
 
     async def model_call(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        # What the model will be told rests on what is queued (the start, a code run's
+        # host calls, whose outcome it reads now): all of it is written first.
+        await self.run.flush()
         entry = self.entries.get(f"m.{event.get('turn')}")
         self._answered = entry is not None
         return {"response": entry.body["response"]} if entry is not None else None
 
     async def model_response(self, event: dict[str, Any]) -> dict[str, Any] | None:
         # The model's answer, or one a middleware inside gave itself (replayed: true
-        # too), not one this journal gave: written before the provider acts on it.
+        # too), not one this journal gave: written before the provider acts on it, that
+        # is before the first host call of its code (the gateway flushes then), with
+        # the turn's end, or within WRITE_DELAY, whichever comes first.
         if not self._answered:
             turn = event.get("turn")
             self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
-            await self.run.flush()
+            self.run.response_unsaved = True
         return None
 
     def turn_stored(self, turn: Any) -> bool:
@@ -399,6 +452,24 @@ class AgentJournal:
 #: The journal's encoder, made once (``json.dumps`` with options builds one per entry);
 #: what is not JSON raises, and is journaled as the error the code got.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _write_batch(
+    store: StateStore,
+    run_id: str,
+    invocation: dict[str, Any] | None,
+    rows: list[tuple[str, str, str, Any, float]],
+    writes: list[Callable[[], None]],
+) -> None:
+    """One batch, inside one transaction on the store's thread: the run's
+    ``invocation`` (its checkpoint, the first time), the queued entries, then the other
+    ``writes``."""
+    if invocation is not None:
+        store.journal.begin(run_id, invocation)
+    if rows:
+        _write_rows(store, run_id, rows)
+    for write in writes:
+        write()
 
 
 def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:

@@ -173,7 +173,8 @@ class CodeExecutor:
         """One sandbox run of ``codes`` (one piece, or several run together). With a
         journal it is one code run there: one clock base and seed (the recorded ones
         when resumed) and its host calls numbered together, all journaled before the
-        model sees their outcome."""
+        model sees their outcome (with the turn's messages, or before the next model
+        call: :meth:`~.durable.AgentJournal.model_call`)."""
         run = self.run
         sandbox = self.sandbox
         assert sandbox is not None
@@ -181,12 +182,8 @@ class CodeExecutor:
         journal = run.journal
         clock = journal.code_run(run.state.steps) if journal is not None else None
         if len(codes) == 1:
-            results = [await sandbox.run(codes[0], self._tool_limit(), clock=clock)]
-        else:
-            results = await sandbox.run_batch(codes, [run.settings.tool_timeout] * len(codes), clock=clock)
-        if journal is not None:
-            await journal.run.flush()
-        return results
+            return [await sandbox.run(codes[0], self._tool_limit(), clock=clock)]
+        return await sandbox.run_batch(codes, [run.settings.tool_timeout] * len(codes), clock=clock)
 
     def _tool_limit(self) -> float | None:
         """Seconds one invoke call may take: ``model.tool_timeout``, at most the sandbox's."""

@@ -135,6 +135,8 @@ class HostCalls:
             if entry is not None:
                 entry["replayed"] = True
             return replay(found), MADE
+        if journal.run.response_unsaved:  # the model response the code acts on is journaled before any call
+            await journal.run.flush()
         try:
             result, how = await self._decide(name, args, options, call, entry)
         except (ApprovalPending, ReplayDiverged) as exc:  # the run stops here; nothing happened to journal

@@ -17,7 +17,13 @@ The agent policy already hears every step of a run through the hook events; the
   whether a hook or the approver skipped or answered it, metrics); and the totals. An
   agent started by agent code names the host call that started it (``parent_call``);
 * the **turn in flight**, written for watchers (the console) as it changes, at most
-  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends.
+  every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends; with a journal
+  it goes with the journal's next batch (within its ``WRITE_DELAY``), not in a
+  transaction of its own.
+
+A turn's report, its messages and the journal's queued entries (the turn's host calls,
+its marker) are one transaction, and so are the run's final report, status, trace and
+what retention removes (docs/durability.md, "What a run writes together").
 
 The user's message carries the run's attachments (``media``), and each assistant
 message the reasoning its turn reported (``reasoning``), as seed 004 keeps thoughts
@@ -40,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -56,7 +63,7 @@ if TYPE_CHECKING:
     from ..state import StateStore
     from .durable import AgentJournal
 
-__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "Recorder"]
+__all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "STORE_TRACE", "Recorder"]
 
 T = TypeVar("T")
 RETENTIONS = ("none", "run", "permanent")
@@ -66,6 +73,10 @@ RETENTIONS = ("none", "run", "permanent")
 LIVE_INTERVAL = 0.05
 #: Host calls listed per tool call; past it they are counted (``host_calls_cut``).
 MAX_HOST_CALLS = 200
+#: The key of an agent's ``ctx.locals`` where middleware (the bundled ``session``) asks
+#: that the run's trace be stored with its end, in the same transaction: a dict, in
+#: which the run sets ``stored`` once it is.
+STORE_TRACE = "agent_apps.store_trace"
 _UNSET: Any = object()
 #: The host call being made in this task: ``(agent id, call id)``. An agent that the
 #: call starts reads it to name the call that started it.
@@ -158,6 +169,14 @@ class Recorder:
         self._live_timer: asyncio.TimerHandle | None = None
         self._live_write: asyncio.Task[None] | None = None
         self._live_at = 0.0
+        #: the trace to store with the run's end, and the request that asked for it
+        self._trace: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+
+    def store_trace(self, trace: list[dict[str, Any]], request: dict[str, Any]) -> None:
+        """Store ``trace`` with the run's end (:data:`STORE_TRACE`), when the run keeps
+        content (retention ``permanent``)."""
+        if self.keeps_content:
+            self._trace = (trace, request)
 
     # -- start -------------------------------------------------------------------------
 
@@ -171,18 +190,18 @@ class Recorder:
         or its deadline (``budget``), as the run would. A run off the record waits the
         same way; it neither creates its session nor starts when it does not exist."""
         store, record, session = self.store, self.record, self.session
-        if session is not None and self.read_only:
-            await store.call(store.sessions.get, session)  # NotFound before anything is written
-        await store.call(store.runs.start_agent, record, name=self.report["name"])
+        opening = functools.partial(store.runs.start_agent, record, name=self.report["name"])
         if session is None:
+            await store.call(opening)
             return None
+        if self.read_only:
+            await store.call(store.sessions.get, session)  # NotFound before anything is written
 
         def begin() -> dict[str, Any] | None:
             return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
 
         try:
-            await self._hold_session(session)
-            memory = self._memory_at_start = await store.call(begin)
+            memory = self._memory_at_start = await self._hold_session(session, opening, begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
             status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
@@ -190,23 +209,29 @@ class Recorder:
             raise
         return memory  # retention decides what a run leaves, not what it may read
 
-    async def _hold_session(self, session: str) -> None:
-        """Wait for the session's turn (see :meth:`start`); it is held until :meth:`finish`."""
+    async def _hold_session(
+        self, session: str, opening: Callable[[], None], begin: Callable[[], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
+        """Wait for the session's turn (see :meth:`start`), the run's row written as it
+        queues (``opening``); returns what ``begin`` read once the turn came. The
+        session is held until :meth:`finish`."""
         record = self.record
         holding = contextlib.AsyncExitStack()
-        waiting = holding.enter_async_context(self.store.session_lock(session, record.run_id))
+        lock = self.store.session_lock(session, record.run_id, opening=opening, granted=begin)
+        waiting = holding.enter_async_context(lock)
         left = record.time_left
         try:
             if record.signal is not None:
-                await record.signal.guard(asyncio.wait_for(waiting, left))
+                memory = await record.signal.guard(asyncio.wait_for(waiting, left))
             else:
-                await asyncio.wait_for(waiting, left)
+                memory = await asyncio.wait_for(waiting, left)
         except TimeoutError:
             over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
             if over is None:
                 raise
             raise over from None
         self._holding = holding
+        return memory
 
     # -- hook events -------------------------------------------------------------------
 
@@ -417,13 +442,11 @@ class Recorder:
         if session is not None and memory is not self._memory_seen:
             saved = self._memory_seen = memory
 
-        if journal is not None:  # the turn's host calls first: its marker says it is complete
-            await journal.run.flush()
         await self._live_written()
 
         def write() -> None:
-            # the report first: once a turn's messages can be read, its report has it too
-            # (a crash between the two transactions loses the messages of the turn in flight)
+            # one transaction with the journal's queued entries (the turn's host calls):
+            # the report, the messages and the turn's marker are all stored or none is
             store.runs.report(record, report)
             if session is not None:
                 store.sessions.append(
@@ -436,7 +459,7 @@ class Recorder:
             if journal is not None and not replayed:  # the turn's messages, for export and replay
                 journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
-        await store.call(write)
+        await self._commit(write)
 
     # -- the turn in flight ------------------------------------------------------------
 
@@ -462,6 +485,10 @@ class Recorder:
                 if parts:
                     ContentBudget(self.content.room).text(live, field, "".join(parts))
         text = dumps(live)
+        journal = self.journal
+        if journal is not None:  # with the journal's next batch (within its WRITE_DELAY), one commit
+            journal.run.write_with(f"live {journal.path}", functools.partial(self.store.runs.live, self.record, text))
+            return
         before = self._live_write
         self._live_write = asyncio.ensure_future(self._store_live(text, before))
 
@@ -479,6 +506,8 @@ class Recorder:
         if self._live_timer is not None:
             self._live_timer.cancel()
             self._live_timer = None
+        if self.journal is not None:  # the turn's report, written next, ends the turn in flight
+            self.journal.run.discard(f"live {self.journal.path}")
         if self._live_write is not None:
             await asyncio.wait([self._live_write])
             self._live_write = None
@@ -502,8 +531,6 @@ class Recorder:
             self.content.value(self.report, "result", result, TEXT_LIMIT)
         report = self._report(final=True)
         store, record, session, journal = self.store, self.record, self.session, self.journal
-        if journal is not None:
-            await journal.run.flush()
         await self._live_written()
         # a run waiting for approval has not ended: it keeps what a resume needs
         ended = self.retention == "run" and status != "waiting-approval"
@@ -515,13 +542,26 @@ class Recorder:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
+            if self._trace is not None:
+                store.runs.save_trace(record.run_id, record.agent_id, list(self._trace[0]))  # type: ignore[arg-type]
 
         try:
-            await store.call(write)
+            await self._commit(write)
+            if self._trace is not None:
+                self._trace[1]["stored"] = True
         finally:  # the session's next run may go on
             holding, self._holding = self._holding, None
             if holding is not None:
                 await holding.aclose()
+
+    async def _commit(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (store writes) on the store's thread in one transaction, with
+        every journal entry still queued (written before it, so a turn's marker or the
+        run's end never stands without the host calls before it)."""
+        if self.journal is not None:
+            await self.journal.run.flush(write)
+        else:
+            await self.store.call(self.store.db.together, write)
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [

@@ -69,7 +69,7 @@ from .hooks import RunHooks
 from .limits import JOIN_GRACE, arm_deadline, child_record
 from .model_calls import ModelCalls, declares_model_calls, require_model_calls
 from .prompt import INVOKE_TOOL
-from .recorder import Recorder, error_of
+from .recorder import STORE_TRACE, Recorder, error_of
 from .reporting import RunReporter
 from .run_state import RunState
 from .settings import settle, takes_arg
@@ -193,6 +193,9 @@ class AgentRun:
             read_only=settings.read_only,
             price=settings.supervision.price,
         )
+        request = self.ctx.locals.get(STORE_TRACE)
+        if isinstance(request, dict):
+            recorder.store_trace(self.state.trace, request)
         memory = await recorder.start()
         started = journal.started if journal is not None else None
         if started is not None:
@@ -256,7 +259,7 @@ class AgentRun:
         elif self.record.session_id is not None:
             window = await self._prompt_window(context.composed.text)
         if journal is not None:
-            await journal.start(
+            journal.start(
                 {
                     "skill": settings.served.skill.name,
                     "name": settings.name,

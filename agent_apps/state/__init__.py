@@ -101,7 +101,14 @@ class StateStore:
         return await self.db.call(fn, *args, **kwargs)
 
     @contextlib.asynccontextmanager
-    async def session_lock(self, session_id: str, run_id: str) -> AsyncIterator[None]:
+    async def session_lock(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        opening: Callable[[], None] | None = None,
+        granted: Callable[[], T] | None = None,
+    ) -> AsyncIterator[T | None]:
         """Hold session ``session_id`` for run ``run_id``: ``async with
         store.session_lock("s1", run_id): ...`` waits until no other run of the session
         is in progress, in arrival order, across processes; then the block runs alone.
@@ -112,30 +119,49 @@ class StateStore:
         sessions. The wait runs nothing on the event loop but short sleeps: each look at
         the queue is a read on the store's thread (:mod:`.session_queue`). A store on
         another database implements this one method with that database's own lock.
+
+        ``opening`` (store writes: the run's own row) is made in the transaction that
+        queues the run. ``granted`` (what the run reads or writes first once it holds
+        the session) runs in that transaction too when the session is free, else once
+        the wait is over; the block gets its result.
         """
         queue = self._session_queue
+
+        def join() -> tuple[int, bool, T | None]:
+            with self.db.write():  # one transaction: every store call below joins it
+                if opening is not None:
+                    opening()
+                ticket, turn = queue.join(session_id, run_id)
+                return ticket, turn, granted() if turn and granted is not None else None
+
         # the join runs to its end on the store's thread even when this task is cancelled
         # meanwhile: the ticket it took is given back from the future, never lost
-        joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id))
+        joining: asyncio.Future[tuple[int, bool, T | None]] = asyncio.ensure_future(self.call(join))
         try:
             turn: bool | None
-            ticket, turn = await asyncio.shield(joining)
+            ticket, turn, value = await asyncio.shield(joining)
+            waited = not turn
             pause = 0.002
             while not turn:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, POLL)
                 turn = await self.call(queue.turn, session_id, run_id, ticket)
                 if turn is None:  # dropped as dead while this process was stopped: queue again
-                    joining = asyncio.ensure_future(self.call(queue.join, session_id, run_id, again=True))
-                    ticket, turn = await asyncio.shield(joining)
-            yield
+                    joining = asyncio.ensure_future(self.call(self._join_again, session_id, run_id))
+                    ticket, turn, _ = await asyncio.shield(joining)
+            if waited and granted is not None:
+                value = await self.call(granted)
+            yield value
         finally:  # shielded: a second cancel must not keep the session held
             await asyncio.shield(self._give_back(joining))
 
-    async def _give_back(self, joining: asyncio.Future[tuple[int, bool]]) -> None:
+    def _join_again(self, session_id: str, run_id: str) -> tuple[int, bool, None]:
+        return (*self._session_queue.join(session_id, run_id, again=True), None)
+
+    async def _give_back(self, joining: asyncio.Future[tuple[int, bool, Any]]) -> None:
         """Give back the ticket ``joining`` took (none if joining failed)."""
         try:
-            ticket, _ = await joining
+            ticket = (await joining)[0]
         except Exception:  # the join failed: it took nothing
             return
         await self.call(self._session_queue.leave, ticket)

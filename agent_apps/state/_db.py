@@ -15,6 +15,12 @@ write transaction locks the whole file, so a read that decides a write needs not
 more; PostgreSQL locks rows, so such a read says ``FOR UPDATE``) and full-text search
 (FTS5 ranked by BM25; a tsvector ranked by ``ts_rank``).
 
+A :meth:`~Database.write` (or :meth:`~Database.read`) opened on a thread that is inside
+a write already **joins** that write: its statements go in the same transaction, which
+commits when the outermost block ends. So :meth:`Database.together` makes the writes of
+several concept methods one transaction (an agent's turn: its report, its messages,
+its journal entries) without a second copy of their SQL.
+
 Constructing a database touches nothing: the first :meth:`~Database.read` or
 :meth:`~Database.write` opens it, creates it when missing and applies pending
 migrations (:mod:`.schema`). A store of a newer schema, or one that is not agent-apps',
@@ -30,9 +36,9 @@ import os
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -138,14 +144,49 @@ class Database(ABC):
         self._on_open: list[Callable[[Connection], None]] = []
         #: The process that opened the connections and threads (a forked child makes its own).
         self._pid = os.getpid()
+        #: Per thread, the connection of the write transaction it is in (``conn``), if any.
+        self._open_write = threading.local()
 
     @abstractmethod
     def read(self) -> AbstractContextManager[Connection]:
-        """A connection for reads: every statement in the block sees one snapshot."""
+        """A connection for reads: every statement in the block sees one snapshot (inside
+        a write on this thread: the write's own, with what it wrote so far)."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Connection]:
-        """One write transaction: committed when the block ends, rolled back if it raises."""
+        """One write transaction: committed when the block ends, rolled back if it raises.
+        Inside another write on this thread it joins that one (committed with it)."""
+
+    def together(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` in one write transaction: every read and write it makes
+        joins it (see the module docstring), so all of them commit or none does."""
+        with self.write():
+            return fn(*args)
+
+    def _joined(self) -> Any:
+        """The connection of the write this thread is in, which a new block joins; None
+        outside one."""
+        return getattr(self._open_write, "conn", None)
+
+    def first_touch(self, run_id: str) -> bool:
+        """Whether this thread's write transaction has not given run ``run_id`` a change
+        number yet (it is taken once per transaction: every write in it shares it); it
+        counts as given from now on."""
+        touched: set[str] | None = getattr(self._open_write, "touched", None)
+        if touched is None or run_id not in touched:
+            if touched is not None:
+                touched.add(run_id)
+            return True
+        return False
+
+    @contextmanager
+    def _writing(self, conn: T) -> Iterator[T]:
+        """Mark ``conn`` as this thread's write transaction while the block runs."""
+        self._open_write.conn, self._open_write.touched = conn, set()
+        try:
+            yield conn
+        finally:
+            self._open_write.conn = self._open_write.touched = None
 
     @property
     @abstractmethod

@@ -242,13 +242,22 @@ class PostgresDatabase(Database):
         """One transaction on a pooled connection, its statements pipelined (see
         :class:`_Connection`): ``begin`` goes with the block's first statement, ``end``
         (``COMMIT``, or ``ROLLBACK`` for a read) with its last ones. A block that raises
-        is rolled back; an error of the server is raised as a :class:`StateError`."""
+        is rolled back; an error of the server is raised as a :class:`StateError`. Inside
+        a write on this thread, the block joins it (see :meth:`Database.write`)."""
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
         pool, raw = self._connection()
         ending = False
         try:
             with raw.pipeline() as pipeline:
                 raw.execute(begin)
-                yield _Connection(raw, pipeline)
+                if end == "COMMIT":
+                    with self._writing(_Connection(raw, pipeline)) as conn:
+                        yield conn
+                else:
+                    yield _Connection(raw, pipeline)
                 raw.execute(end)
                 ending = True
         except psycopg.Error as exc:

@@ -80,6 +80,10 @@ class SQLiteDatabase(Database):
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
         with self._lock:
             conn = self._connect()
             try:
@@ -94,12 +98,17 @@ class SQLiteDatabase(Database):
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
         with self._lock:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield conn
+                    with self._writing(conn):
+                        yield conn
                 except BaseException:
                     if conn.in_transaction:
                         conn.rollback()

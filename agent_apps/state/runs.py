@@ -303,6 +303,12 @@ class Runs:
 
     # -- writing (by the agent) ----------------------------------------------------------
 
+    def _touch(self, conn: Connection, run_id: str) -> None:
+        """:func:`touch_run`, once per transaction: the writes of an agent's turn (its
+        report, the turn in flight) commit together and share one change number."""
+        if self.db.first_touch(run_id):
+            touch_run(conn, self.db.dialect, run_id)
+
     def start_agent(self, record: RunRecord, *, name: str) -> None:
         """An agent run starts: its row, and the run's (new, or running again)."""
         assert record.agent_id is not None
@@ -319,7 +325,7 @@ class Runs:
                     "WHERE id = ?",
                     (record.tenant_id, record.run_id),
                 )
-            touch_run(conn, self.db.dialect, record.run_id)
+            self._touch(conn, record.run_id)
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
                 f"VALUES (?, ?, ?, ?, ?, ?, 'running', ?, {RUN_SEQ})",
@@ -331,13 +337,13 @@ class Runs:
         """The report so far (after each turn), so a crashed run still shows its turns;
         the turn in flight is then over."""
         with self.db.write() as conn:
-            touch_run(conn, self.db.dialect, record.run_id)
+            self._touch(conn, record.run_id)
             _write_report(conn, record, report, "live = NULL")
 
     def live(self, record: RunRecord, step: str) -> None:
         """The turn the agent has in flight (``step``: JSON text), for watchers."""
         with self.db.write() as conn:
-            touch_run(conn, self.db.dialect, record.run_id)
+            self._touch(conn, record.run_id)
             conn.execute(
                 f"UPDATE agents SET live = ?, seq = {RUN_SEQ} WHERE run_id = ? AND id = ? AND status = 'running'",
                 (step, record.run_id, record.run_id, record.agent_id),
@@ -347,7 +353,7 @@ class Runs:
         """An agent run ended with ``status``; its usage counts toward the run's."""
         now = time.time()
         with self.db.write() as conn:
-            touch_run(conn, self.db.dialect, record.run_id)
+            self._touch(conn, record.run_id)
             _write_report(conn, record, report, "status = ?, ended_at = ?, live = NULL", status, now)
             if record.parent is None:  # the run ends with its last outermost agent: a stop asked of it is void
                 conn.execute(

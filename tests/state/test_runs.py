@@ -249,3 +249,22 @@ def test_pruning_runs_is_a_change_watchers_see(state_location):
     seen = store.runs.latest()
     assert [run.name for run in store.runs.prune(time.time() + 1)] == ["old"]
     assert store.runs.latest() > seen and store.runs.count() == 0
+
+
+def test_the_writes_of_one_transaction_share_one_change_number(state_location):
+    """An agent's turn (the turn in flight, then its report) commits as one change, not
+    two: a watcher that saw it has nothing older to catch up on."""
+    store = StateStore(state_location)
+    record = agent(store, "outer")
+    before = store.runs.latest()
+
+    def turn() -> None:
+        store.runs.live(record, '{"turn": 1}')
+        store.runs.report(record, {"steps": [], "step_count": 1})
+
+    store.db.together(turn)
+    run, (outer,) = store.runs.get(record.run_id), store.runs.agents(record.run_id)
+    assert store.runs.latest() == run.seq == outer.seq == before + 1
+    store.runs.report(record, {"steps": [], "step_count": 2})  # a write of its own: a change of its own
+    assert store.runs.latest() == store.runs.get(record.run_id).seq == before + 2
+    store.close()

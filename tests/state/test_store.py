@@ -412,3 +412,30 @@ def test_an_sqlite_store_never_imports_psycopg(tmp_path):
     done = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_writes_inside_a_write_join_it_and_commit_or_roll_back_with_it(state_location):
+    """``Database.together``: the writes of several concept methods are one transaction
+    (an agent's turn): a reader elsewhere sees all of them or none, and a failure in the
+    last one takes the first ones back too."""
+    store, watcher = StateStore(state_location), StateStore(state_location)
+    try:
+        store.sessions.begin("s")
+
+        def turn(fail: bool) -> None:
+            store.sessions.append("s", [{"role": "user", "text": "hi"}])
+            with store.db.read() as conn:  # a read inside sees what the write wrote so far
+                assert conn.execute("SELECT count(*) FROM messages WHERE session_id = 's'").fetchone()[0] == 1
+            assert watcher.sessions.messages("s") == []  # elsewhere: nothing until the commit
+            if fail:
+                raise RuntimeError("the turn's last write failed")
+            store.sessions.append("s", [{"role": "assistant", "text": "hello"}])
+
+        with pytest.raises(RuntimeError, match="last write failed"):
+            store.db.together(turn, True)
+        assert watcher.sessions.messages("s") == []  # the first append went back with it
+        store.db.together(turn, False)
+        assert [e.message["text"] for e in watcher.sessions.messages("s")] == ["hi", "hello"]
+    finally:
+        store.close()
+        watcher.close()
