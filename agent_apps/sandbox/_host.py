@@ -45,18 +45,17 @@ class Sandbox:
         self._memory_cache: tuple[str, Any] | None = None
         core.calls.call_host = call_host
         core.calls.caller_name = caller_name
-        core.target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
+        target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
         self.limits = limits or DEFAULT_LIMITS
         core.limits = self.limits
-        if memory is not None:
+        if memory is not None and not (type(memory) is dict and not memory):
             try:
                 seed = json.dumps(dict(memory))
             except (TypeError, ValueError) as e:
                 raise TypeError(f"the memory seed must be a JSON-serializable dict: {e}") from None
         else:
             seed = "{}"
-        core.memory_json = seed
-        core.pending_setup = core.setup_json(memory=True)
+        core.seed(seed, target_json)
 
     @classmethod
     async def start(cls, memory: Mapping[str, Any] | None = None, limits: SandboxLimits | None = None,
