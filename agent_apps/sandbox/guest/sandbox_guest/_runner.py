@@ -484,9 +484,11 @@ def _compile(code: str, filename: str = FILENAME):
     last top-level statement starts. Fast path (about half the cost of a round trip
     through ``ast``): the last statement starts at the last line that begins in
     column 0; compile the text before it as statements and it alone as an
-    expression (padded with newlines so line numbers stay right). Both must
-    compile, so a wrong guess (a column-0 line inside brackets or a string)
-    just falls back to the ``ast`` path, which is always right.
+    expression (padded with newlines so line numbers stay right), or, when it is not
+    an expression (an assignment, the commonest last line), as a statement. Both
+    must compile, so a wrong guess (a column-0 line inside brackets or a string)
+    just falls back to the ``ast`` path, which is always right. A last statement
+    with a ``;`` takes that path too: an expression may follow the ``;``.
     """
     lines = code.splitlines(True)
     j = len(lines) - 1
@@ -501,12 +503,20 @@ def _compile(code: str, filename: str = FILENAME):
         except SyntaxError:
             pass
     else:
+        tail = "\n" * j + "".join(lines[j:])
         try:
-            last = compile("\n" * j + "".join(lines[j:]), filename, "eval", flags=_FLAGS)
-            if j == 0:
-                return [(last, "expr")]
-            body = compile("".join(lines[:j]), filename, "exec", flags=_FLAGS)
-            return [(body, "stmt"), (last, "expr")]
+            last, mode = compile(tail, filename, "eval", flags=_FLAGS), "expr"
+        except SyntaxError:
+            if ";" in tail:
+                return _compile_ast(code, filename)
+            try:
+                last, mode = compile(tail, filename, "exec", flags=_FLAGS), "stmt"
+            except SyntaxError:
+                return _compile_ast(code, filename)
+        if j == 0:
+            return [(last, mode)]
+        try:
+            return [(compile("".join(lines[:j]), filename, "exec", flags=_FLAGS), "stmt"), (last, mode)]
         except SyntaxError:
             pass
     return _compile_ast(code, filename)
