@@ -161,7 +161,9 @@ class Core:
         if self._call is not None:  # a store must outlive the call in it; the run drops it
             return
         self._run_func = None
-        self.store = None
+        store, self.store = self.store, None
+        if store is not None:
+            _engine.discard(store)  # deleted on the reaper's thread, not the event loop's
 
     def close(self) -> None:
         """Stop any running code and free the instance (once the run has ended)."""

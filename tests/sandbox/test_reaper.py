@@ -1,0 +1,77 @@
+"""Closed sandboxes' stores are deleted on the reaper's thread (``_engine._Reaper``), not
+on the event loop's, and every one of them is deleted, at exit too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def deletions(monkeypatch):
+    """The name of the thread each store was deleted on."""
+    import wasmtime
+
+    names: list[str] = []
+    real = wasmtime.Store._delete
+
+    def recording(self, ptr):
+        names.append(threading.current_thread().name)
+        real(self, ptr)
+
+    monkeypatch.setattr(wasmtime.Store, "_delete", recording)
+    return names
+
+
+def _wait_for(names: list[str], count: int) -> None:
+    hang_guard = time.monotonic() + 60
+    while len(names) < count and time.monotonic() < hang_guard:
+        time.sleep(0.005)
+
+
+async def test_a_closed_sandboxs_store_is_deleted_off_the_event_loops_thread(host, deletions):
+    from agent_apps.sandbox import Sandbox, SandboxLimits
+
+    sandboxes = [await Sandbox.start(call_host=host) for _ in range(3)]
+    for sb in sandboxes:
+        assert (await sb.run("1")).value == 1
+        await sb.close()
+    trapped = await Sandbox.start(limits=SandboxLimits(timeout=0.2), call_host=host)
+    res = await trapped.run("while True:\n    pass")
+    assert res.replaced  # the trapped instance's store went the same way
+    assert (await trapped.run("2")).value == 2
+    await trapped.close()
+    _wait_for(deletions, 5)
+    assert deletions == ["agent-apps-sandbox-reaper"] * 5, deletions
+
+
+def test_stores_still_queued_at_exit_are_deleted_and_the_process_exits_cleanly(tmp_path):
+    script = tmp_path / "close_many.py"
+    script.write_text(
+        "import asyncio, wasmtime\n"
+        "from agent_apps.sandbox import Sandbox\n"
+        "deleted = []\n"
+        "real = wasmtime.Store._delete\n"
+        "def counting(self, ptr):\n"
+        "    deleted.append(1)\n"
+        "    real(self, ptr)\n"
+        "wasmtime.Store._delete = counting\n"
+        "async def main():\n"
+        "    for _ in range(20):\n"
+        "        sb = await Sandbox.start()\n"
+        "        await sb.run('1')\n"
+        "        await sb.close()\n"
+        "asyncio.run(main())\n"
+        "from agent_apps.sandbox import _engine\n"
+        "_engine._reaper.stop()\n"
+        "print(len(deleted))\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "20"
