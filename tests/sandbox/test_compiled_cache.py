@@ -87,7 +87,9 @@ async def test_the_cache_is_bounded(sb):
     assert size.value == 64
 
 
-@pytest.mark.parametrize("code", ["x = 1\ny = x + 1", "n = 0\nn += 1", "d = {}\nd['k'] = [\n    1,\n    ]", "import math"])
+@pytest.mark.parametrize(
+    "code", ["x = 1\ny = x + 1", "n = 0\nn += 1", "d = {}\nd['k'] = [\n    1,\n    ]", "import math"]
+)
 async def test_code_ending_in_a_statement_is_compiled_without_a_round_trip_through_ast(sb, code):
     """The round trip (``ast.parse``, then compiling the tree) costs twice a plain compile."""
     await sb.run("import ast\nast.real_parse, ast.parse = ast.parse, None")  # a call would raise
