@@ -460,6 +460,9 @@ class _Reaper:
     store, and at exit deletes what is queued and stops, before the interpreter is
     finalized (a daemon thread inside wasmtime then could abort the process)."""
 
+    #: Stores waiting for the thread at most; each holds its instance's memory.
+    MAX_QUEUED = 4
+
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[wasmtime.Store | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -467,10 +470,12 @@ class _Reaper:
         self._stopped = False
 
     def discard(self, store: wasmtime.Store) -> None:
-        """Delete ``store`` soon, off this thread (at once once stopped, at exit)."""
+        """Delete ``store`` soon, off this thread; here, when the caller lets go of it,
+        if ``MAX_QUEUED`` wait already (the reaper gets no CPU: memory stays bounded)
+        or after exit began."""
         with self._lock:
-            if self._stopped:
-                return  # dropped here, when the caller lets go of it
+            if self._stopped or self._queue.qsize() >= self.MAX_QUEUED:
+                return
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="agent-apps-sandbox-reaper", daemon=True)
                 self._thread.start()

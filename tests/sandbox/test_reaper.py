@@ -75,3 +75,33 @@ def test_stores_still_queued_at_exit_are_deleted_and_the_process_exits_cleanly(t
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "20"
+
+
+async def test_stores_are_deleted_on_the_closing_thread_when_the_reaper_falls_behind(host, monkeypatch):
+    """Each queued store holds its instance's memory: at most MAX_QUEUED wait."""
+    import wasmtime
+
+    from agent_apps.sandbox import Sandbox, _engine
+
+    release = threading.Event()
+    names: list[str] = []
+    real = wasmtime.Store._delete
+
+    def held_on_the_reaper(self, ptr):
+        names.append(threading.current_thread().name)
+        if threading.current_thread().name == "agent-apps-sandbox-reaper":
+            release.wait(60)
+        real(self, ptr)
+
+    monkeypatch.setattr(wasmtime.Store, "_delete", held_on_the_reaper)
+    sandboxes = [await Sandbox.start(call_host=host) for _ in range(8)]
+    try:
+        await sandboxes[0].close()
+        _wait_for(names, 1)  # the reaper holds the first one
+        for sb in sandboxes[1:]:
+            await sb.close()
+        assert names.count(threading.current_thread().name) == 7 - _engine._Reaper.MAX_QUEUED
+    finally:
+        release.set()
+    _wait_for(names, 8)
+    assert len(names) == 8
