@@ -35,25 +35,15 @@ from ._limits import DEFAULT_LIMITS
 from ._report import read_report
 
 NO_TIMER = 4294967295
-#: What a pooled instance runs before it is handed out: the paths most agent code
-#: takes (a coroutine, gathered and awaited host calls, an exception caught, output,
-#: `memory`), so the pages they write are copied (copy-on-write) before a run waits
-#: for them. The warm-up has no host: its calls fail, with a `HostError`.
 WARM_UP_CODE = """\
 import asyncio
 await asyncio.sleep(0)
-for pending in (asyncio.gather(*[ctx.manager.invoke("warm-up", {"i": i}) for i in range(3)], return_exceptions=True),
-                ctx.manager.invoke("warm-up")):
-    try:
-        await pending
-    except HostError:
-        pass
 try:
     raise ValueError("warm-up")
 except ValueError:
     pass
 print("", end="")
-memory["calls"] = 4
+memory
 """
 #: After the host tells a guest that waits in ``poll`` to stop, the guest gets
 #: this long to unwind and report before the epoch callback traps it.

@@ -96,17 +96,3 @@ async def test_a_run_without_a_clock_after_one_with_a_clock_reads_the_real_clock
     batch = await sb.run_batch(["import time\ntime.time()"])
     assert batch[0].value > 1_000_000_000
 
-
-def test_a_pooled_instances_warm_up_makes_host_calls_and_fails_nowhere():
-    """The warm-up copies the pages an agent's first run would (its calls included);
-    a warm-up that failed part way would leave them to that run."""
-    from agent_apps.sandbox._core import WARM_UP_CODE, Core
-
-    core = Core()
-    core.instantiate()
-    try:
-        report = core.run_sync(WARM_UP_CODE, 10.0)
-        assert isinstance(report, dict) and report["error"] is None, report
-        assert report["calls"] == 4
-    finally:
-        core.close()
