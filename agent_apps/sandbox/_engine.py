@@ -423,7 +423,10 @@ class _Ticker:
         self._active = 0
         self._last_active = 0.0
         self._parked = False
-        self._cv = threading.Condition(threading.Lock())  # never re-entered: no RLock
+        # Runs take the plain lock (a C-level `with`, no Python frames per run); the
+        # condition over it parks and wakes the thread.
+        self._lock = threading.Lock()  # never re-entered: no RLock
+        self._cv = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
@@ -437,7 +440,7 @@ class _Ticker:
             self._engine.increment_epoch()
 
     def acquire(self) -> None:
-        with self._cv:
+        with self._lock:
             self._active += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="agent-apps-sandbox-epoch", daemon=True)
@@ -446,7 +449,7 @@ class _Ticker:
                 self._cv.notify()
 
     def release(self) -> None:
-        with self._cv:
+        with self._lock:
             self._active -= 1
             self._last_active = time.monotonic()
 
