@@ -15,23 +15,23 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def deletions(monkeypatch):
-    """The name of the thread each store was deleted on."""
+    """Where each store was deleted: its id -> the thread's name."""
     import wasmtime
 
-    names: list[str] = []
+    where: dict[int, str] = {}
     real = wasmtime.Store._delete
 
     def recording(self, ptr):
-        names.append(threading.current_thread().name)
+        where[id(self)] = threading.current_thread().name
         real(self, ptr)
 
     monkeypatch.setattr(wasmtime.Store, "_delete", recording)
-    return names
+    return where
 
 
-def _wait_for(names: list[str], count: int) -> None:
+def _wait_for(done: list[str] | dict[int, str], count: int) -> None:
     hang_guard = time.monotonic() + 60
-    while len(names) < count and time.monotonic() < hang_guard:
+    while len(done) < count and time.monotonic() < hang_guard:
         time.sleep(0.005)
 
 
@@ -39,16 +39,21 @@ async def test_a_closed_sandboxs_store_is_deleted_off_the_event_loops_thread(hos
     from agent_apps.sandbox import Sandbox, SandboxLimits
 
     sandboxes = [await Sandbox.start(call_host=host) for _ in range(3)]
+    ours = [id(sb._core.store) for sb in sandboxes]
     for sb in sandboxes:
         assert (await sb.run("1")).value == 1
         await sb.close()
     trapped = await Sandbox.start(limits=SandboxLimits(timeout=0.2), call_host=host)
+    ours.append(id(trapped._core.store))
     res = await trapped.run("while True:\n    pass")
-    assert res.replaced  # the trapped instance's store went the same way
+    assert res.replaced  # the trapped instance's store goes the same way
+    ours.append(id(trapped._core.store))
     assert (await trapped.run("2")).value == 2
     await trapped.close()
-    _wait_for(deletions, 5)
-    assert deletions == ["agent-apps-sandbox-reaper"] * 5, deletions
+    hang_guard = time.monotonic() + 60
+    while not all(i in deletions for i in ours) and time.monotonic() < hang_guard:
+        time.sleep(0.005)
+    assert [deletions.get(i) for i in ours] == ["agent-apps-sandbox-reaper"] * 5
 
 
 def test_stores_still_queued_at_exit_are_deleted_and_the_process_exits_cleanly(tmp_path):
@@ -84,17 +89,19 @@ async def test_stores_are_deleted_on_the_closing_thread_when_the_reaper_falls_be
     from agent_apps.sandbox import Sandbox, _engine
 
     release = threading.Event()
-    names: list[str] = []
+    names: list[str] = []  # where this test's stores were deleted (not those of earlier tests)
     real = wasmtime.Store._delete
+    sandboxes = [await Sandbox.start(call_host=host) for _ in range(8)]
+    ours = {id(sb._core.store) for sb in sandboxes}
 
     def held_on_the_reaper(self, ptr):
-        names.append(threading.current_thread().name)
-        if threading.current_thread().name == "agent-apps-sandbox-reaper":
+        if id(self) in ours:
+            names.append(threading.current_thread().name)
+        if id(self) in ours and threading.current_thread().name == "agent-apps-sandbox-reaper":
             release.wait(60)
         real(self, ptr)
 
     monkeypatch.setattr(wasmtime.Store, "_delete", held_on_the_reaper)
-    sandboxes = [await Sandbox.start(call_host=host) for _ in range(8)]
     try:
         await sandboxes[0].close()
         _wait_for(names, 1)  # the reaper holds the first one
