@@ -464,7 +464,7 @@ class _Reaper:
     finalized (a daemon thread inside wasmtime then could abort the process)."""
 
     #: Stores waiting for the thread at most; each holds its instance's memory.
-    MAX_QUEUED = 4
+    MAX_QUEUED = 1
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[wasmtime.Store | None] = queue.SimpleQueue()
@@ -474,7 +474,7 @@ class _Reaper:
 
     def discard(self, store: wasmtime.Store) -> None:
         """Delete ``store`` soon, off this thread; here, when the caller lets go of it,
-        if ``MAX_QUEUED`` wait already (the reaper gets no CPU: memory stays bounded)
+        if ``MAX_QUEUED`` wait already (the reaper fell behind: memory stays as it was)
         or after exit began."""
         with self._lock:
             if self._stopped or self._queue.qsize() >= self.MAX_QUEUED:
