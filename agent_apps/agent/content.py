@@ -30,6 +30,8 @@ REPORT_LIMIT = 1_000_000
 #: call, and a run's report serializes each host call's args and result (encoding is
 #: reentrant: each call makes its own C iterator).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+#: The decoder of the copies a report keeps (``json.loads`` is a Python call around one).
+_DECODER = json.JSONDecoder()
 
 
 def dumps(value: Any) -> str:
@@ -67,7 +69,7 @@ class ContentBudget:
         text = dumps(value) if text is None else text
         self._keep(entry, field, text, None, limit)
         if field not in entry:  # it fits: a copy, so later changes to the value do not show
-            entry[field] = value if value is None or isinstance(value, (bool, int)) else json.loads(text)
+            entry[field] = value if value is None or isinstance(value, (bool, int)) else _DECODER.decode(text)
 
     def _keep(self, entry: dict[str, Any], field: str, text: str, whole: str | None, limit: int) -> None:
         room = min(limit, self.room)

@@ -134,6 +134,7 @@ class RunJournal:
         self._rows: list[tuple[str, str, str, Any, float]] = []
         self._writer: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # when the queued batch is due (the event loop's clock)
         self._failed: BaseException | None = None
 
     @property
@@ -180,17 +181,21 @@ class RunJournal:
     def write(self, agent: str, key: str, kind: str, body: Any) -> None:
         """Queue one entry. Entries are written in the order they were queued, in
         batches, on the store's thread, at most :data:`WRITE_DELAY` seconds after they
-        were queued; :meth:`flush` writes them now and waits until they are."""
+        were queued (plus the rest of a write in flight then); :meth:`flush` writes them
+        now and waits until they are."""
+        if not self._rows:  # a batch's first entry: the batch is due WRITE_DELAY later
+            loop = asyncio.get_running_loop()
+            self._due = loop.time() + WRITE_DELAY
+            if self._writer is None:
+                self._timer = loop.call_at(self._due, self._start)
         self._rows.append((agent, key, kind, body, time.time()))
-        if self._writer is None and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start)
 
     async def flush(self) -> None:
         """Wait until every queued entry is written; raise what writing raised."""
-        if self._rows and self._writer is None:
-            self._start()
-        while self._writer is not None:
-            await asyncio.shield(self._writer)
+        while self._failed is None and (self._rows or self._writer is not None):
+            if self._writer is None:
+                self._start()
+            await asyncio.shield(self._writer)  # type: ignore[arg-type]
         if self._failed is not None:
             raise self._failed
 
@@ -202,16 +207,22 @@ class RunJournal:
             self._writer = asyncio.ensure_future(self._drain())
 
     async def _drain(self) -> None:
+        """Write the queued entries as one batch. Entries queued during the write wait
+        for their own batch, due :data:`WRITE_DELAY` after the first of them, so calls
+        that never stop make one write per WRITE_DELAY, not one per store round trip:
+        the store's thread, kept busy, would take the GIL from the event loop at each of
+        the sandbox's calls into wasmtime (which let it go)."""
         store = self.store
         try:
-            while self._rows and self._failed is None:
+            if self._failed is None:
                 rows, self._rows = self._rows, []
-                try:
-                    await store.call(_write_rows, store, self.run_id, rows)
-                except Exception as exc:  # the next flush() raises it
-                    self._failed = exc
+                await store.call(_write_rows, store, self.run_id, rows)
+        except Exception as exc:  # the next flush() raises it
+            self._failed = exc
         finally:
             self._writer = None
+        if self._rows and self._failed is None and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_at(self._due, self._start)
 
     async def settle(self) -> None:
         """The recorded decision was applied: clear it (here and in the store)."""

@@ -12,7 +12,8 @@ one concern (HTTPX's ``send`` has the same shape):
    journal when resumed, else make it and journal its outcome before the code sees it.
 3. :meth:`HostCalls._decided`: the tool-call hooks (hooks.py) may skip the call or
    answer it, and give a fallback result when it failed; what they decided is
-   journaled like the call's own outcome.
+   journaled like the call's own outcome. A run whose plugins implement no tool-call
+   hook skips this layer.
 4. :meth:`HostCalls._perform`: invoke the skill as a child of the code's invocation,
    which is untrusted, so the pipeline checks allowed-tools, args and any
    ``middleware`` the call names; this run's approval gate sits on it. ``next=True``
@@ -32,6 +33,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import pipeline
 from ..admission import mark_admitted
 from ..authority import Authority, check_call_as
 from ..errors import (
@@ -73,7 +75,9 @@ class HostCalls:
         self._in_flight: set[asyncio.Task[Any]] = set()
         #: the tool-call hooks plugins implement (looked up once: none costs nothing per call)
         hooks = run.hooks
-        self._hooked = _START in hooks or _COMPLETE in hooks or _ERROR in hooks
+        hooked = _START in hooks or _COMPLETE in hooks or _ERROR in hooks
+        #: the layer below the journal: without tool-call hooks, the call itself
+        self._decide = self._decided if hooked else self._perform
         self._count = 0  # calls so far: the id of a call of a run without a journal
 
     async def call(self, name: str, args: dict[str, Any] | None, **options: Any) -> Any:
@@ -116,7 +120,7 @@ class HostCalls:
         and every call made is journaled with its outcome before the code sees it."""
         journal = self.run.journal
         if journal is None:
-            return await self._decided(name, args, options, None, entry)
+            return await self._decide(name, args, options, None, entry)
         call = journal.issue(name, args, next=bool(options.get("next")))
         try:
             found = journal.replayed(call)
@@ -132,7 +136,7 @@ class HostCalls:
                 entry["replayed"] = True
             return replay(found), MADE
         try:
-            result, how = await self._decided(name, args, options, call, entry)
+            result, how = await self._decide(name, args, options, call, entry)
         except (ApprovalPending, ReplayDiverged) as exc:  # the run stops here; nothing happened to journal
             await self.halt(exc)
             raise
@@ -167,7 +171,7 @@ class HostCalls:
     ) -> tuple[Any, str]:
         """The tool-call hooks around the call (see hooks.py): a start hook may skip or
         answer it, an error hook may give a fallback result."""
-        if not self._hooked or options.get("next"):
+        if options.get("next"):
             return await self._perform(name, args, options, call, entry)
         hooks = self.run.hooks
         self._check_allowed(name, args)
@@ -237,8 +241,8 @@ class HostCalls:
         internals: dict[str, Any] = {"approval_gate": functools.partial(self._gate, call)}
         if call is not None:  # agents started below this call find their place in the journal
             internals[SCOPE] = (self.run.journal, call)
-        try:
-            result = await code_ctx.manager.invoke(name, args, internals=internals, **options)
+        try:  # the pipeline itself, as ``code_ctx.manager.invoke`` would await it
+            result = await pipeline.invoke(code_ctx._cm, name, args, code_ctx, {**options, "internals": internals})
         except CallSkipped as skipped:
             self.notes.append(f"[approval: the call of {skipped.skill} was skipped: not made, it returned None]")
             return None, SKIPPED
