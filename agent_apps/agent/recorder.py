@@ -191,16 +191,18 @@ class Recorder:
         same way; it neither creates its session nor starts when it does not exist."""
         store, record, session = self.store, self.record, self.session
         opening = functools.partial(store.runs.start_agent, record, name=self.report["name"])
-        if session is None:
-            await store.call(opening)
-            return None
-        if self.read_only:
+        if session is not None and self.read_only:
             await store.call(store.sessions.get, session)  # NotFound before anything is written
 
         def begin() -> dict[str, Any] | None:
             return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
 
+        # the run's row is written even when the wait for it is cancelled (Database.call):
+        # so it ends here, never left "running" by a run that is gone
         try:
+            if session is None:
+                await store.call(opening)
+                return None
             memory = self._memory_at_start = await self._hold_session(session, opening, begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))

@@ -75,11 +75,15 @@ class Core:
         self.limits = DEFAULT_LIMITS
         self._memory_applied = 0          # the store's memory limit (MB), the one limit it holds
         self.memory_json = "{}"          # last saved JSON state of `memory`
-        self.pending_setup = ""          # JSON for the next run's setup argument
         self.loop: asyncio.AbstractEventLoop | None = None
         #: the guest's host calls (_calls.py)
         self.calls = GuestCalls(self)
         self.target_json: str | None = None  # the served call, in middleware mode
+        # What the guest holds, so a run's setup carries only what it lacks (see _setup)
+        self._seed = False               # the next run seeds `memory` (and target) from memory_json
+        self._guest_limits: tuple[int, int, int] | None = None  # output_kb, max_recursion, max_payload_kb
+        self._guest_clock = False        # the guest's clock is fixed (the last setup gave it one)
+        self._pristine = False           # the guest's memory is {} and it serves no call (no run since)
         # per-run state
         self._stop: str | None = None    # message when the host wants the run stopped
         self._trap_at = 0.0              # when a stopped guest still running gets trapped
@@ -125,16 +129,19 @@ class Core:
         self._run_func = _engine.export_func(store, raw, "run")
         self._store_context = _engine.context_address(store)
         self.store = store
+        self._guest_limits = None  # the runtime's own defaults: sent at the first run
+        self._guest_clock = False
+        self._pristine = True  # the runtime was reset when its snapshot was taken
 
     def warm_up(self) -> None:
         """Run a throwaway snippet so the pages CPython touches on a first run are
         already faulted in (copy-on-write of the snapshot); pools do this before
         handing an instance out, which makes its first result ~10x faster."""
-        self.memory_json = '{"warm": [1, "up"]}'
-        self.pending_setup = self.setup_json(memory=True)  # exercise the seeding path too
+        self.seed('{"warm": [1, "up"]}', None)  # exercise the seeding path too
         self.run_sync(WARM_UP_CODE, 10.0)
+        self.seed("{}", None)
         self.run_sync("1", 10.0)
-        self.memory_json = "{}"
+        self._pristine = True  # seeded with {}, and "1" changes nothing
 
     def _apply_limits(self, store: wasmtime.Store) -> None:
         store.set_limits(memory_size=self.limits.memory_mb * 1024 * 1024, instances=100, tables=100, memories=10)
@@ -144,7 +151,9 @@ class Core:
         if self._call is not None:  # a store must outlive the call in it; the run drops it
             return
         self._run_func = None
-        self.store = None
+        store, self.store = self.store, None
+        if store is not None:
+            _engine.discard(store)  # deleted on the reaper's thread, not the event loop's
 
     def close(self) -> None:
         """Stop any running code and free the instance (once the run has ended)."""
@@ -222,9 +231,7 @@ class Core:
         self._running = True
         if self.limits.memory_mb != self._memory_applied:  # the store is told only of a change
             self._apply_limits(store)
-        setup, self.pending_setup = self.pending_setup, ""
-        if clock is not None:  # the run's clock base and seed (JSON), for replayable runs
-            setup = (setup or self.setup_json(memory=False))[:-1] + ',"clock":' + clock + "}"
+        setup = self._setup(clock)
         if batch is not None:
             setup = batch if not setup else setup[:-1] + "," + batch[1:]  # two JSON objects, one
         self.calls.begin()
@@ -371,23 +378,45 @@ class Core:
         if self.closed:
             return Trapped(reason, error)
         # Re-seed the next instance from the last saved state of `memory`.
-        self.pending_setup = self.setup_json(memory=True)
+        self._seed = True
         try:
             self.instantiate()
         except Exception:  # retried lazily at the next run
             self._drop_instance()
         return Trapped(reason, error)
 
-    def setup_json(self, memory: bool) -> str:
+    def seed(self, memory_json: str, target_json: str | None) -> None:
+        """Give the guest this ``memory`` (JSON of a dict) and served call (JSON, or None)
+        at the next run. Nothing is sent when the guest holds them already: an instance
+        no run has used has an empty ``memory`` and serves no call."""
+        self.memory_json = memory_json
+        self.target_json = target_json
+        self._seed = not (self._pristine and memory_json == "{}" and target_json is None)
+
+    def _setup(self, clock: str | None) -> str:
+        """The run's setup argument (JSON, or "" for none): what the guest does not hold
+        yet. A pooled instance's first run then parses little in the guest, whose JSON
+        code is cold after idle. ``clock`` (JSON) fixes the run's clock; a run without
+        one after a run with one gets the real clock back."""
+        self._pristine = False
+        fields = []
         lim = self.limits
-        limits = (
-            f'{{"output":{lim.output_kb * 1024},"recursion":{lim.max_recursion},'
-            f'"payload":{lim.max_payload_kb * 1024}}}'
-        )
-        if memory:
-            target = "" if self.target_json is None else ',"target":' + self.target_json
-            return '{"limits":' + limits + ',"memory":' + self.memory_json + target + "}"
-        return '{"limits":' + limits + "}"
+        held = (lim.output_kb, lim.max_recursion, lim.max_payload_kb)
+        if held != self._guest_limits:
+            fields.append(
+                f'"limits":{{"output":{lim.output_kb * 1024},"recursion":{lim.max_recursion},'
+                f'"payload":{lim.max_payload_kb * 1024}}}'
+            )
+            self._guest_limits = held
+        if self._seed:
+            self._seed = False
+            fields.append('"memory":' + self.memory_json)
+            if self.target_json is not None:
+                fields.append('"target":' + self.target_json)
+        if clock is not None or self._guest_clock:
+            fields.append('"clock":' + (clock or "null"))
+            self._guest_clock = clock is not None
+        return "{" + ",".join(fields) + "}" if fields else ""
 
     # -- the poll import (called from inside wasm, on the driving thread) ------------------
 

@@ -13,7 +13,9 @@ ticker oversleeps on a loaded machine.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -164,6 +166,7 @@ class Call:
         if self._future:
             _future_delete(self._future)
             self._future = 0
+            self._keep = ()  # the store may go now (on the reaper's thread, see _Reaper)
 
     def check(self) -> None:
         """After ``poll()`` returned True: raise what the call failed with, if anything."""
@@ -420,7 +423,10 @@ class _Ticker:
         self._active = 0
         self._last_active = 0.0
         self._parked = False
-        self._cv = threading.Condition(threading.Lock())  # never re-entered: no RLock
+        # Runs take the plain lock (a C-level `with`, no Python frames per run); the
+        # condition over it parks and wakes the thread.
+        self._lock = threading.Lock()  # never re-entered: no RLock
+        self._cv = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
@@ -434,7 +440,7 @@ class _Ticker:
             self._engine.increment_epoch()
 
     def acquire(self) -> None:
-        with self._cv:
+        with self._lock:
             self._active += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="agent-apps-sandbox-epoch", daemon=True)
@@ -443,9 +449,60 @@ class _Ticker:
                 self._cv.notify()
 
     def release(self) -> None:
-        with self._cv:
+        with self._lock:
             self._active -= 1
             self._last_active = time.monotonic()
+
+
+class _Reaper:
+    """Deletes the stores of closed sandboxes on a thread of its own.
+
+    Deleting a store frees its instance (linear memory, tables, stacks): ~0.5 ms, which
+    the event loop's thread paid at every sandbox's close. A store handed over here is
+    no longer used by anyone (no call is alive in it). The thread starts with the first
+    store, and at exit deletes what is queued and stops, before the interpreter is
+    finalized (a daemon thread inside wasmtime then could abort the process)."""
+
+    #: Stores waiting for the thread at most; each holds its instance's memory.
+    MAX_QUEUED = 1
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[wasmtime.Store | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def discard(self, store: wasmtime.Store) -> None:
+        """Delete ``store`` soon, off this thread; here, when the caller lets go of it,
+        if ``MAX_QUEUED`` wait already (the reaper fell behind: memory stays as it was)
+        or after exit began."""
+        with self._lock:
+            if self._stopped or self._queue.qsize() >= self.MAX_QUEUED:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="agent-apps-sandbox-reaper", daemon=True)
+                self._thread.start()
+            self._queue.put(store)
+
+    def _run(self) -> None:
+        while True:
+            store = self._queue.get()
+            if store is None:
+                return
+            del store  # the last reference: wasmtime deletes it here
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout=10)
+
+
+_reaper = _Reaper()
+discard = _reaper.discard
+atexit.register(_reaper.stop)  # before _core's hook is registered, so it runs after it
 
 
 class Runtime:

@@ -45,18 +45,17 @@ class Sandbox:
         self._memory_cache: tuple[str, Any] | None = None
         core.calls.call_host = call_host
         core.calls.caller_name = caller_name
-        core.target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
+        target_json = None if target is None else json.dumps({"skill": target["skill"], "args": target["args"]})
         self.limits = limits or DEFAULT_LIMITS
         core.limits = self.limits
-        if memory is not None:
+        if memory is not None and not (type(memory) is dict and not memory):
             try:
                 seed = json.dumps(dict(memory))
             except (TypeError, ValueError) as e:
                 raise TypeError(f"the memory seed must be a JSON-serializable dict: {e}") from None
         else:
             seed = "{}"
-        core.memory_json = seed
-        core.pending_setup = core.setup_json(memory=True)
+        core.seed(seed, target_json)
 
     @classmethod
     async def start(cls, memory: Mapping[str, Any] | None = None, limits: SandboxLimits | None = None,
@@ -103,7 +102,9 @@ class Sandbox:
         self, code: str, timeout: float | None, batch: str | None, clock: Mapping[str, Any] | None, count: int = 1
     ) -> list[RunResult]:
         clock_json = None if clock is None else json.dumps({"time": float(clock["time"]), "seed": int(clock["seed"])})
-        async with self._lock:
+        lock = self._lock
+        await lock.acquire()  # no `async with`: two coroutines fewer per run
+        try:
             core = self._core
             if core.closed:
                 raise RuntimeError("the sandbox is closed")
@@ -114,11 +115,13 @@ class Sandbox:
             finally:
                 core.calls.cancel_all()
             duration = time.perf_counter() - t0
-            if batch is None or not isinstance(outcome, dict):
-                return [_result(outcome, duration)] * count
-            parts = [_result(part, duration) for part in outcome.get("batch") or ()][:count]
-            missing = RunResult(error="SandboxError: the sandbox runtime returned no result for this call")
-            return parts + [missing] * (count - len(parts))
+        finally:
+            lock.release()
+        if batch is None or not isinstance(outcome, dict):
+            return [_result(outcome, duration)] * count
+        parts = [_result(part, duration) for part in outcome.get("batch") or ()][:count]
+        missing = RunResult(error="SandboxError: the sandbox runtime returned no result for this call")
+        return parts + [missing] * (count - len(parts))
 
     def interrupt(self) -> None:
         """Stop the running code promptly (thread-safe); its run reports an error."""

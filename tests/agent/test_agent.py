@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -241,6 +242,32 @@ def test_cli_turn_cap_prints_the_partial_result_and_exits_1(tmp_path, skills_pat
         "error: busy: Stopped: maximum turn limit reached (2 turns, 2 steps; model.max_turns sets the limit); "
         "the partial result is on stdout"
     )
+
+
+async def test_a_run_cancelled_while_its_row_is_written_ends_cancelled_not_running(context_manager, monkeypatch):
+    # the store's write of the run's row is in flight (held here) when the cancel comes:
+    # the row is written all the same, so the run must end there, not stay "running"
+    entered, release = threading.Event(), threading.Event()
+    start_agent = context_manager.state.runs.start_agent
+
+    def held(*args, **kwargs):
+        entered.set()
+        release.wait(30)
+        return start_agent(*args, **kwargs)
+
+    monkeypatch.setattr(context_manager.state.runs, "start_agent", held)
+    signal = Signal()
+    task = asyncio.ensure_future(
+        context_manager.invoke("agent", {"prompt": "P", "config": scripted([{"text": "never"}])}, signal=signal)
+    )
+    assert await asyncio.to_thread(entered.wait, 30)
+    signal.cancel()
+    release.set()
+    with pytest.raises(Cancelled):
+        await task
+    [run] = context_manager.state.runs.list()
+    [row] = context_manager.state.runs.agents(run.id)
+    assert (run.status, row.status, row.report["step_count"]) == ("cancelled", "cancelled", 0)
 
 
 async def test_persistent_rejects_returns_and_keeps_going(context_manager, tools):

@@ -34,6 +34,7 @@ _WARM_UP = (
 for _ in range(40):
     for _code in _WARM_UP:
         _runner.run(_code, "")
+    _runner._compiled_cache.clear()  # compiled each round: new agent code is not in the cache
 _runner.reset()
 
 # Everything alive now is part of the pre-initialized snapshot and lives for the

@@ -36,6 +36,10 @@ _CO_COROUTINE = inspect.CO_COROUTINE
 # Frames between the run() export and the agent's module frame when it runs in
 # the event loop; added to max_recursion so the agent gets its full depth.
 _LOOP_FRAMES = 16
+#: How many compiled pieces of code a runtime keeps (see ``Runner._compiled``).
+COMPILED_CACHE_SIZE = 64
+#: Longer code is compiled every time: a cache entry holds its source and lines.
+COMPILED_CACHE_MAX_SOURCE = 64 * 1024
 
 
 class Runner:
@@ -53,6 +57,8 @@ class Runner:
         self._finished = False
         self._finish_json = "null"
         self._batch: list[tuple[str, Any]] | None = None  # [(code, timeout or None)] of the next run
+        #: (file name, source) -> (parts, lines): see ``_compiled``.
+        self._compiled_cache: dict[tuple[str, str], tuple[tuple[tuple[Any, str], ...], tuple[str, ...]]] = {}
         _patch_asyncio_run(self)
         _blocking.install(lambda: self._loop)
         _clock.install()
@@ -65,6 +71,7 @@ class Runner:
         self._loop = GuestLoop()
         asyncio.set_event_loop(self._loop)
         linecache.cache.pop(FILENAME, None)
+        self._compiled_cache.clear()
 
     # -- setup ---------------------------------------------------------------
 
@@ -134,9 +141,8 @@ class Runner:
         notes = []
         ns = None
         try:
-            linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
             try:
-                parts = _compile(code)
+                parts = self._compiled(code, FILENAME)
             except (SyntaxError, ValueError) as e:
                 error = _format_error(e)
             else:
@@ -205,10 +211,8 @@ class Runner:
         stopped: str | None = None
         try:
             for index, ((code, timeout), task) in enumerate(zip(batch, tasks, strict=True)):
-                filename = f"<agent {index + 1}>"
-                linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
                 try:
-                    parts = _compile(code, filename)
+                    parts = self._compiled(code, f"<agent {index + 1}>")
                 except (SyntaxError, ValueError) as e:
                     task.error = _format_error(e)
                     continue
@@ -244,6 +248,32 @@ class Runner:
             self._last_snapshot = snapshot
         results = ",".join(task.envelope() for task in tasks)
         return '{"batch":[' + results + '],"memory":' + _text_json(snapshot) + "}"
+
+    def _compiled(self, code: str, filename: str):
+        """``_compile(code, filename)``, from a cache when this runtime compiled the same
+        source under the same name before, and the source's lines put where tracebacks
+        read them (``linecache``).
+
+        The same agent code often runs again in one sandbox (a loop of turns, a retried
+        call), and compiling is half the runtime's own work in a short run. What is kept
+        carries nothing of the run that compiled it: code objects are immutable and hold
+        no globals (each run executes them in a fresh namespace), and ``linecache`` gets
+        a new list of the lines each time. The cache lives in this instance only, and
+        ``reset`` empties it."""
+        key = (filename, code)
+        entry = self._compiled_cache.pop(key, None)
+        if entry is None:
+            lines = code.splitlines(True)
+            linecache.cache[filename] = (len(code), None, lines, filename)
+            entry = (tuple(_compile(code, filename)), tuple(lines))  # a SyntaxError is never cached
+            if len(code) > COMPILED_CACHE_MAX_SOURCE:
+                return entry[0]
+            if len(self._compiled_cache) >= COMPILED_CACHE_SIZE:
+                del self._compiled_cache[next(iter(self._compiled_cache))]  # the least recently used
+        else:
+            linecache.cache[filename] = (len(code), None, list(entry[1]), filename)
+        self._compiled_cache[key] = entry  # last: the most recently used
+        return entry[0]
 
     def _namespace(self):
         return {
@@ -454,9 +484,11 @@ def _compile(code: str, filename: str = FILENAME):
     last top-level statement starts. Fast path (about half the cost of a round trip
     through ``ast``): the last statement starts at the last line that begins in
     column 0; compile the text before it as statements and it alone as an
-    expression (padded with newlines so line numbers stay right). Both must
-    compile, so a wrong guess (a column-0 line inside brackets or a string)
-    just falls back to the ``ast`` path, which is always right.
+    expression (padded with newlines so line numbers stay right), or, when it is not
+    an expression (an assignment, the commonest last line), as a statement. Both
+    must compile, so a wrong guess (a column-0 line inside brackets or a string)
+    just falls back to the ``ast`` path, which is always right. A last statement
+    with a ``;`` takes that path too: an expression may follow the ``;``.
     """
     lines = code.splitlines(True)
     j = len(lines) - 1
@@ -471,12 +503,20 @@ def _compile(code: str, filename: str = FILENAME):
         except SyntaxError:
             pass
     else:
+        tail = "\n" * j + "".join(lines[j:])
         try:
-            last = compile("\n" * j + "".join(lines[j:]), filename, "eval", flags=_FLAGS)
-            if j == 0:
-                return [(last, "expr")]
-            body = compile("".join(lines[:j]), filename, "exec", flags=_FLAGS)
-            return [(body, "stmt"), (last, "expr")]
+            last, mode = compile(tail, filename, "eval", flags=_FLAGS), "expr"
+        except SyntaxError:
+            if ";" in tail:
+                return _compile_ast(code, filename)
+            try:
+                last, mode = compile(tail, filename, "exec", flags=_FLAGS), "stmt"
+            except SyntaxError:
+                return _compile_ast(code, filename)
+        if j == 0:
+            return [(last, mode)]
+        try:
+            return [(compile("".join(lines[:j]), filename, "exec", flags=_FLAGS), "stmt"), (last, mode)]
         except SyntaxError:
             pass
     return _compile_ast(code, filename)
