@@ -16,8 +16,8 @@ Each measure is taken in three rounds and printed as the range of the rounds' me
 then how many runs took a pooled sandbox and how many made their own on their path.
 ``--profile`` runs them under cProfile instead: it prints the Python function calls
 on the event loop's thread per one-turn run and per host call, the store round trips
-per one-turn run (counts, which the load does not change), and the top entries of the one-turn run's profile. The home and the
-run store live in a temporary folder.
+per one-turn run (counts, which the load does not change), and the top entries of the
+one-turn run's profile. The home and the run store live in a temporary folder.
 """
 
 from __future__ import annotations

@@ -193,16 +193,17 @@ class Recorder:
         opening = functools.partial(store.runs.start_agent, record, name=self.report["name"])
         if session is not None and self.read_only:
             await store.call(store.sessions.get, session)  # NotFound before anything is written
-
-        def begin() -> dict[str, Any] | None:
-            return store.sessions.get(session).memory if self.read_only else store.sessions.begin(session)
-
         # the run's row is written even when the wait for it is cancelled (Database.call):
         # so it ends here, never left "running" by a run that is gone
         try:
             if session is None:
                 await store.call(opening)
                 return None
+            held = session
+
+            def begin() -> dict[str, Any] | None:
+                return store.sessions.get(held).memory if self.read_only else store.sessions.begin(held)
+
             memory = self._memory_at_start = await self._hold_session(session, opening, begin)
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
