@@ -16,8 +16,10 @@ Each measure is taken in three rounds and printed as the range of the rounds' me
 then how many runs took a pooled sandbox and how many made their own on their path.
 ``--profile`` runs them under cProfile instead: it prints the Python function calls
 on the event loop's thread per one-turn run and per host call, the store round trips
-per one-turn run (counts, which the load does not change), and the top entries of the
-one-turn run's profile. The home and the run store live in a temporary folder.
+per one-turn run (counts, which the load does not change), how often and how long the
+event loop slept per one-turn run (waiting for the store's or the pool's thread, or a
+timer: a time, so the load moves it), and the top entries of the one-turn run's
+profile. The home and the run store live in a temporary folder.
 """
 
 from __future__ import annotations
@@ -97,6 +99,32 @@ def count_round_trips(work: Callable[[], object]) -> int:
     return trips[0]
 
 
+def count_waits(work: Callable[[], object]) -> tuple[int, float]:
+    """How many times ``work``'s event loop slept more than 0.1 ms (each a wait for
+    another thread: the store's, the sandbox pool's; or for a timer), and for how long
+    in all (seconds)."""
+    import selectors
+
+    select, waits = selectors.EpollSelector.select, [0, 0.0]
+
+    def timed(self: selectors.EpollSelector, timeout: float | None = None) -> Any:
+        start = time.perf_counter()
+        try:
+            return select(self, timeout)
+        finally:
+            slept = time.perf_counter() - start
+            if slept > 0.0001:
+                waits[0] += 1
+                waits[1] += slept
+
+    selectors.EpollSelector.select = timed  # type: ignore[method-assign,assignment]
+    try:
+        work()
+    finally:
+        selectors.EpollSelector.select = select  # type: ignore[method-assign]
+    return int(waits[0]), waits[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", action="store_true", help="cProfile 30 one-turn runs instead")
@@ -114,6 +142,7 @@ def main() -> None:
         run_ms(cm, runs=3)  # build/load the sandbox, open the store
         if options.profile:
             trips = count_round_trips(lambda: run_ms(cm, runs=30))
+            waits, slept = count_waits(lambda: run_ms(cm, runs=30))
             once = profiled(lambda: run_ms(cm, runs=30))
             calls = profiled(lambda: [call_us(cm, "calls") for _ in range(3)])
             per_run = once.total_calls / 30  # type: ignore[attr-defined]
@@ -121,6 +150,8 @@ def main() -> None:
             print(f"Python function calls (event loop thread): {per_run:.0f} per one-turn run, "
                   f"{per_call:.0f} per host call")
             print(f"store round trips (hand-offs to the store's thread): {trips / 30:.1f} per one-turn run")
+            print(f"event loop asleep, waiting for another thread or a timer: {waits / 30:.1f} times, "
+                  f"{slept / 30 * 1000:.2f} ms per one-turn run")
             once.sort_stats(options.sort).print_stats(45)
             return
         rounds = []
