@@ -200,9 +200,11 @@ class SandboxPool:
             return core
         try:
             return await waiting
-        except asyncio.CancelledError:  # cancelled once its instance was delivered: keep it
+        except asyncio.CancelledError:
+            with self._wake:  # still in line: the instance in the making goes to the pool, not to us
+                self._waiters = collections.deque(w for w in self._waiters if w[1] is not waiting)
             if waiting.done() and not waiting.cancelled() and (core := waiting.result()) is not None:
-                self._deliver(waiting, core)
+                self._deliver(waiting, core)  # cancelled once its instance was delivered: keep it
             raise
 
     async def close(self) -> None:

@@ -512,6 +512,11 @@ async def test_a_cancelled_acquire_leaves_the_instance_it_waited_for_in_the_pool
         with pytest.raises(asyncio.CancelledError):
             await waiting
         await pool.wait_ready()
+        # and no third is made for it: wait until the pool's thread has nothing to do
+        for _ in range(1000):
+            if not pool._making and pool._due is None:
+                break
+            await asyncio.sleep(0.01)
         assert pool.stats.made == 2 and pool.ready == 1
         await first.close()
         sb = await pool.acquire()
