@@ -14,6 +14,8 @@ with ``cm.invoke_sync`` as a user would, journal on (the default):
 
 Each measure is taken in three rounds and printed as the range of the rounds' medians,
 then how many runs took a pooled sandbox and how many made their own on their path.
+``--prefilled`` makes every sandbox the runs take before they start, so the pool's
+thread is idle while they run: the difference is what its refill costs them.
 ``--profile`` runs them under cProfile instead: it prints the Python function calls
 on the event loop's thread per one-turn run and per host call, the store round trips
 per one-turn run (counts, which the load does not change), how often and how long the
@@ -190,10 +192,27 @@ def other_threads(work: Callable[[], object]) -> dict[str, float]:
     return totals
 
 
+def prefill(count: int) -> None:
+    """Replace the agents' sandbox pool by one holding ``count`` ready sandboxes that
+    it does not refill: no sandbox is made while the runs go on."""
+    import asyncio
+
+    from agent_apps.agent import executor
+    from agent_apps.sandbox import SandboxPool
+
+    pool = SandboxPool(size=count)
+    asyncio.run(pool.wait_ready(timeout=600))
+    pool.size = 0
+    executor._POOL = pool
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", action="store_true", help="cProfile 30 one-turn runs instead")
     parser.add_argument("--sort", default="cumulative", help="the profile's order (cumulative, tottime, ncalls)")
+    parser.add_argument("--prefilled", action="store_true",
+                        help="make every sandbox the runs take before they start: the pool's thread is idle while "
+                             "they run (what its refill costs them)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -205,6 +224,8 @@ def main() -> None:
         cm = ContextManager([root], cwd=root, home=root / "home", env=False, project=False, user=False,
                             entry_points=False)
         run_ms(cm, runs=3)  # build/load the sandbox, open the store
+        if options.prefilled:
+            prefill(130)
         if options.profile:
             trips = count_round_trips(lambda: run_ms(cm, runs=30))
             waits, slept, late, late_s = count_waits(lambda: run_ms(cm, runs=30))

@@ -49,9 +49,10 @@ BUSY_TIMEOUT = 10.0
 #: SQLite's own: a commit on the store's thread checkpoints the WAL once it holds this
 #: many pages.
 WAL_AUTOCHECKPOINT = 1000
-#: Bytes of WAL after which a write made on the event loop's thread
-#: (:meth:`Database.write_short`) has the store's thread checkpoint it.
-WAL_CHECKPOINT = 4 * 1024 * 1024
+#: Writes made on the event loop's thread (:meth:`Database.write_short`, a few pages
+#: each) after which the store's thread checkpoints the WAL, as SQLite would have at
+#: about :data:`WAL_AUTOCHECKPOINT` pages.
+WAL_CHECKPOINT_EVERY = 100
 
 SQLITE = Dialect(
     name="sqlite",
@@ -86,6 +87,8 @@ class SQLiteDatabase(Database):
         path = MEMORY if path == MEMORY else str(Path(path).expanduser())
         super().__init__(path, path)
         self._conn: sqlite3.Connection | None = None
+        #: Writes made on the event loop's thread since the WAL was last checkpointed for them.
+        self._written_here = 0
 
     # -- access ------------------------------------------------------------------------
 
@@ -140,7 +143,7 @@ class SQLiteDatabase(Database):
     def _write_here(self, fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[bool, T | None]:
         """The write on this thread when the file is open, no thread of this process
         holds the connection, and no other process holds the write lock (see
-        :meth:`_begin_here`). A WAL grown past :data:`WAL_CHECKPOINT` bytes is then
+        :meth:`_begin_here`). After :data:`WAL_CHECKPOINT_EVERY` of them the WAL is
         checkpointed on the store's thread, not waited for."""
         if self._conn is None or self._joined() is not None or not self._lock.acquire(blocking=False):
             return False, None
@@ -152,7 +155,8 @@ class SQLiteDatabase(Database):
         finally:
             self._open_write.here = False
             self._lock.release()
-        if self.path != MEMORY and _size(self.path + "-wal") > WAL_CHECKPOINT:
+        self._written_here += 1
+        if self._written_here >= WAL_CHECKPOINT_EVERY and self.path != MEMORY:
             self._checkpoint_later()
         return True, value
 
@@ -171,13 +175,15 @@ class SQLiteDatabase(Database):
         conn.execute("PRAGMA wal_autocheckpoint = 0")
 
     def _checkpoint_later(self) -> None:
-        """Checkpoint the WAL on the store's thread (nobody waits for it)."""
+        """Checkpoint the WAL on the store's thread. Nobody waits for it; while it is
+        queued, short writes go to the store's thread too (after it)."""
 
         def checkpoint() -> None:
             with self._lock:
                 if self._conn is not None:
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+        self._written_here = 0
         self._submit(checkpoint)
 
     @property
@@ -306,14 +312,6 @@ def _ours(folder: Path) -> bool:
 
 class _Locked(Exception):
     """Another process holds the write lock (a write tried on the event loop's thread)."""
-
-
-def _size(path: str) -> int:
-    """The size of the file at ``path``; 0 when there is none."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def _keep_private(path: str) -> None:
