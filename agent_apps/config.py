@@ -377,11 +377,13 @@ def _copied(value: Any) -> Any:
     more, and a run resolves the cascade a few times (each a copy of every default). A
     dict's or list's scalars are taken as they are, without a call each."""
     kind = type(value)
-    if kind is dict or (kind not in _KEPT and kind is not list and isinstance(value, Mapping)):
+    if kind in _KEPT:
+        return value
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         return {key: item if type(item) in _KEPT else _copied(item) for key, item in value.items()}
-    if kind is list:
+    if isinstance(value, list):
         return [item if type(item) in _KEPT else _copied(item) for item in value]
-    if kind in _KEPT or isinstance(value, (str, int, float)):
+    if isinstance(value, (str, int, float)):
         return value
     return copy.deepcopy(value)
 
