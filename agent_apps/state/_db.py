@@ -233,7 +233,12 @@ class Database(ABC):
                     self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="agent-apps-state")
         with self._counting:
             self._queued += 1
-        return self._executor.submit(self._counted, work)
+        try:
+            return self._executor.submit(self._counted, work)
+        except BaseException:  # not queued after all (an executor shut down meanwhile)
+            with self._counting:
+                self._queued -= 1
+            raise
 
     def _counted(self, work: Callable[[], T]) -> T:
         """Run ``work`` on the store's thread; it is no longer queued once it returns."""

@@ -339,6 +339,23 @@ def test_a_short_write_goes_after_store_work_queued_before_it(tmp_path):
     assert store.db._queued == 0
 
 
+def test_work_the_store_thread_refused_does_not_count_as_queued(tmp_path):
+    # an executor shut down under a caller (a close racing it): the next short write still runs at once
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()
+    append, threads = _thread_of(store, store.sessions.append)
+
+    async def main():
+        await store.call(lambda: None)
+        store.db._executor.shutdown()
+        with pytest.raises(RuntimeError):
+            await store.call(lambda: None)
+        return await store.db.write_short(append, "s", [{"role": "user", "text": "x"}]), threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    assert count == 1 and threads == [loop_thread]
+
+
 def test_short_writes_on_the_event_loop_never_checkpoint_the_wal_there(tmp_path, monkeypatch):
     # SQLite would checkpoint at every commit (1 page): the WAL would never grow
     path = tmp_path / "state.db"
