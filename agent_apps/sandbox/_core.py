@@ -43,7 +43,9 @@ try:
 except ValueError:
     pass
 print("", end="")
-memory
+value = dict(memory)
+memory.clear()
+value
 """
 #: After the host tells a guest that waits in ``poll`` to stop, the guest gets
 #: this long to unwind and report before the epoch callback traps it.
@@ -126,8 +128,8 @@ class Core:
         finally:
             call.close()
             runtime.ticker.release()
-        self._run_func = _engine.export_func(store, raw, "run")
         self._store_context = _engine.context_address(store)
+        self._run_func = _engine.run_export(raw, self._store_context)
         self.store = store
         self._guest_limits = None  # the runtime's own defaults: sent at the first run
         self._guest_clock = False
@@ -136,12 +138,17 @@ class Core:
     def warm_up(self) -> None:
         """Run a throwaway snippet so the pages CPython touches on a first run are
         already faulted in (copy-on-write of the snapshot); pools do this before
-        handing an instance out, which makes its first result ~10x faster."""
+        handing an instance out, which makes its first result several times faster.
+
+        Nearly all of its cost is those page faults (docs/sandbox.md, "The pool"),
+        which a first run would pay otherwise. The snippet empties the ``memory`` it
+        was seeded with, so the run of ``"1"`` after it needs no setup to leave the
+        instance pristine."""
         self.seed('{"warm": [1, "up"]}', None)  # exercise the seeding path too
         self.run_sync(WARM_UP_CODE, 10.0)
-        self.seed("{}", None)
+        self._seed = False  # the snippet emptied `memory`: no seed to send
         self.run_sync("1", 10.0)
-        self._pristine = True  # seeded with {}, and "1" changes nothing
+        self._pristine = True  # memory {}, no served call, and "1" changes nothing
 
     def _apply_limits(self, store: wasmtime.Store) -> None:
         store.set_limits(memory_size=self.limits.memory_mb * 1024 * 1024, instances=100, tables=100, memories=10)

@@ -96,3 +96,22 @@ async def test_a_run_without_a_clock_after_one_with_a_clock_reads_the_real_clock
     batch = await sb.run_batch(["import time\ntime.time()"])
     assert batch[0].value > 1_000_000_000
 
+
+
+async def test_a_warmed_instance_holds_nothing_of_its_warm_up(setups):
+    """The warm-up seeds ``memory`` and runs code; what it leaves must be a new instance's
+    state, with no run after it to reset it: the next run sends no setup and sees none of it."""
+    from agent_apps.sandbox._core import Core
+
+    core = Core()
+    core.instantiate()
+    core.warm_up()
+    try:
+        assert core.memory_json == "{}"
+        core.seed("{}", None)
+        report = await core.run("[memory, target, 'value' in globals()]", 5.0)
+        assert report["value"] == [{}, None, False]
+        assert core.memory_json == "{}"
+    finally:
+        core.close()
+    assert setups[-1] == ""
