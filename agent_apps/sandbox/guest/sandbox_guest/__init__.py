@@ -44,6 +44,38 @@ gc.collect()
 gc.freeze()
 
 
+#: CPython's small-object allocator carves its blocks out of pools of this many bytes.
+_POOL_SIZE = 16 * 1024
+
+
+def _fill_allocator_holes() -> list:
+    """Objects that take every free block CPython's small-object allocator holds in the
+    snapshot's partly used pools, kept for the instance's lifetime.
+
+    Without them a run's new objects land in those holes, one here and one there across
+    the whole heap, and each write to a snapshot page is a copy-on-write fault. With
+    them they are packed into blocks never used before, a few pages per size class.
+    A size class is full once its blocks come out one after the other for nearly a
+    whole pool (only a pool never used before has that many in a row); the count
+    bounds the loop should that never happen."""
+    keep = []
+    makers = [(16, object), (32, lambda: float(1))]  # the 16- and 32-byte classes
+    makers += [(size, lambda n=size - 33: bytes(n)) for size in range(48, 513, 16)]  # a class each
+    for size, make in makers:
+        last, in_a_row, count = 0, 0, 0
+        while in_a_row < (_POOL_SIZE - 64) // size - 2 and count < 100_000:
+            block = make()
+            keep.append(block)
+            address = id(block)
+            in_a_row = in_a_row + 1 if address - last == size else 0
+            last, count = address, count + 1
+    return keep
+
+
+_FILLERS = _fill_allocator_holes()
+gc.freeze()
+
+
 class WitWorld(wit_world.WitWorld):
     """The exports of the ``sandbox`` world."""
 
