@@ -299,6 +299,11 @@ class _Stepped(Coroutine[Any, Any, None]):
     def __await__(self) -> Generator[Any, None, None]:  # the task only sends and throws
         raise TypeError("a started host call is not awaitable")
 
+    def __getattr__(self, name: str) -> Any:
+        """The coroutine's own ``__qualname__``, ``cr_frame``...: a task's repr (and
+        asyncio's warnings) name the call's coroutine, as for a task made of it."""
+        return getattr(self._coro, name)
+
 
 _YIELDED, _RETURNED, _RAISED = 0, 1, 2
 

@@ -58,6 +58,7 @@ async def test_a_call_is_its_own_current_task_from_its_first_step_on():
 
     async def call_host(name: str, args: Any) -> Any:
         first = asyncio.current_task()
+        assert "GuestCalls._one()" in repr(first)  # the task's repr names the call's coroutine
         await asyncio.sleep(0)
         seen.append((first, asyncio.current_task()))
         return 1
