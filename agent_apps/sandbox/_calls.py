@@ -287,7 +287,9 @@ class _Stepped(Coroutine[Any, Any, None]):
         first = self._first
         if first is not None:  # the task is cancelled before its first step
             self._first = None
-            if first[0] != _YIELDED:
+            if first[0] == _RAISED:  # a KeyboardInterrupt is not lost to a cancel
+                raise first[1]
+            if first[0] == _RETURNED:
                 raise typ if val is None else val
             if isinstance(first[1], asyncio.Future):  # as a cancel of a task awaiting it would
                 first[1].cancel()
