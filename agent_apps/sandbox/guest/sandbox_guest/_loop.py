@@ -25,8 +25,9 @@ from ._api import host_error
 
 NO_TIMER = 4294967295  # u32 max: wait for a completion, no timer
 #: Parses the host's answer to a poll (JSON it wrote, no leading whitespace) in one
-#: call into the C scanner: ``json.loads`` adds three Python calls per host call.
-_scan = make_scanner(JSONDecoder())
+#: call into the C scanner: ``json.loads`` adds three Python calls.
+_decoder: Any = JSONDecoder()  # typeshed types make_scanner's argument as a scanner
+_scan = make_scanner(_decoder)
 
 
 class HostStop(BaseException):
