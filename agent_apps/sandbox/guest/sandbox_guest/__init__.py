@@ -12,6 +12,8 @@ so every check that matters is repeated host-side.
 """
 
 import gc
+from collections.abc import Callable
+from functools import partial
 
 import wit_world
 
@@ -59,8 +61,8 @@ def _fill_allocator_holes() -> list:
     whole pool (only a pool never used before has that many in a row); the count
     bounds the loop should that never happen."""
     keep = []
-    makers = [(16, object), (32, lambda: float(1))]  # the 16- and 32-byte classes
-    makers += [(size, lambda n=size - 33: bytes(n)) for size in range(48, 513, 16)]  # a class each
+    makers: list[tuple[int, Callable[[], object]]] = [(16, object), (32, partial(float, 1))]  # 16 and 32 bytes
+    makers += [(size, partial(bytes, size - 33)) for size in range(48, 513, 16)]  # one class each
     for size, make in makers:
         last, in_a_row, count = 0, 0, 0
         while in_a_row < (_POOL_SIZE - 64) // size - 2 and count < 100_000:
