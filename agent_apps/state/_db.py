@@ -108,7 +108,7 @@ class Dialect:
     #: The change feed of runs (:mod:`.runs`). The statements of a write that take the
     #: next change number; the last one returns it.
     next_change: tuple[str, ...]
-    #: The statements of a write that give a run's row, already locked, the next change
+    #: The statements of a write that lock a run's row and then give it the next change
     #: number (the last one's parameter: the run's id); none returns anything.
     touch_run: tuple[str, ...]
     #: The number of the last change taken.

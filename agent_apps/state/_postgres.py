@@ -105,7 +105,13 @@ POSTGRESQL = Dialect(
     "FROM memory_files",
     # a sequence locks nothing; the shared lock tells watchers the number is not settled
     next_change=(_HOLD_CHANGE, "SELECT nextval('run_change_numbers')"),
-    touch_run=(_HOLD_CHANGE, "UPDATE runs SET seq = nextval('run_change_numbers') WHERE id = ?"),
+    # one statement, in this order: the run's row locked (a write to it waits here, before
+    # it holds a number), the shared lock held, then the number taken
+    touch_run=(
+        "WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ? FOR UPDATE), "
+        f"held AS MATERIALIZED ({_HOLD_CHANGE}, id FROM locked) "
+        "UPDATE runs SET seq = nextval('run_change_numbers') FROM held WHERE runs.id = held.id",
+    ),
     last_change="SELECT last_value FROM run_change_numbers",
     changes_in_flight=(
         "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid() "

@@ -198,14 +198,17 @@ def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) 
     """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
 
     The runs' rows are locked first, and the number taken after: two writes to one run
-    take their numbers in the order they commit, on either backend (module docstring)."""
+    take their numbers in the order they commit, on either backend (module docstring).
+    One run's lock is in the dialect's statements (one on PostgreSQL); the others' are
+    taken before them."""
     if not run_ids:
         return
-    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
+    first, *others = run_ids
+    if others and dialect.for_update:
+        conn.executemany(f"SELECT id FROM runs WHERE id = ?{dialect.for_update}", [(run_id,) for run_id in others])
     *take, give = dialect.touch_run
     for statement in take:
         conn.execute(statement)
-    first, *others = run_ids
     conn.execute(give, (first,))
     if others:
         conn.executemany(f"UPDATE runs SET seq = {RUN_SEQ} WHERE id = ?", [(first, run_id) for run_id in others])
