@@ -119,6 +119,7 @@ POSTGRESQL = Dialect(
         f"AND classid = {CHANGE_LOCK} AND objid = (hashtext(current_schema()) & 2147483647)::oid AND objsubid = 2"
     ),
     reset_changes="SELECT setval('run_change_numbers', (SELECT coalesce(max(seq), 0) FROM runs))",
+    json_values="SELECT json_array_elements_text(?::json)",
 )
 
 

@@ -316,18 +316,19 @@ class Runs:
         """An agent run starts: its row, and the run's (new, or running again)."""
         assert record.agent_id is not None
         now = time.time()
+        # an outermost agent runs its run again: a row made before (a scheduler's claim,
+        # an earlier outermost agent) is running again, and gets the run's tenant too
+        again = (
+            " DO UPDATE SET status = 'running', ended_at = NULL, tenant_id = coalesce(runs.tenant_id, excluded.tenant_id)"
+            if record.parent is None
+            else " DO NOTHING"
+        )
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO runs (id, session_id, name, status, started_at, pid, host, tenant_id) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id){again}",
                 (record.run_id, record.session_id, name, now, os.getpid(), _HOST, record.tenant_id),
             )
-            if record.parent is None:  # a row made before (a scheduler's claim) gets the run's tenant too
-                conn.execute(
-                    "UPDATE runs SET status = 'running', ended_at = NULL, tenant_id = coalesce(tenant_id, ?) "
-                    "WHERE id = ?",
-                    (record.tenant_id, record.run_id),
-                )
             self._touch(conn, record.run_id)
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
@@ -419,10 +420,11 @@ class Runs:
         """The stop requests pending for these runs: the reason, by run id."""
         if not run_ids:
             return {}
-        marks = ", ".join("?" * len(run_ids))
+        ids = self.db.dialect.json_values
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT id, stop_reason FROM runs WHERE stop_requested IS NOT NULL AND id IN ({marks})", run_ids
+                f"SELECT id, stop_reason FROM runs WHERE stop_requested IS NOT NULL AND id IN ({ids})",
+                (json.dumps(run_ids),),
             ).fetchall()
         return {ident: reason or "stopped" for ident, reason in rows}
 
