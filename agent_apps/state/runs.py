@@ -318,11 +318,12 @@ class Runs:
         now = time.time()
         # an outermost agent runs its run again: a row made before (a scheduler's claim,
         # an earlier outermost agent) is running again, and gets the run's tenant too
-        again = (
-            " DO UPDATE SET status = 'running', ended_at = NULL, tenant_id = coalesce(runs.tenant_id, excluded.tenant_id)"
-            if record.parent is None
-            else " DO NOTHING"
-        )
+        again = " DO NOTHING"
+        if record.parent is None:
+            again = (
+                " DO UPDATE SET status = 'running', ended_at = NULL, "
+                "tenant_id = coalesce(runs.tenant_id, excluded.tenant_id)"
+            )
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO runs (id, session_id, name, status, started_at, pid, host, tenant_id) "

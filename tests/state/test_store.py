@@ -439,3 +439,28 @@ def test_writes_inside_a_write_join_it_and_commit_or_roll_back_with_it(state_loc
     finally:
         store.close()
         watcher.close()
+
+
+def test_a_write_is_one_transaction_whatever_it_reads_or_wherever_it_fails(state_location):
+    """A write's row count read before its end (a create-if-absent) does not end it: a
+    failure after that takes back the statements before it, and so does a statement the
+    server refuses. Nothing of either write is seen, and the store goes on working."""
+    store, watcher = StateStore(state_location), StateStore(state_location)
+    try:
+        store.sessions.begin("s")
+        with pytest.raises(RuntimeError, match="after the count"):
+            with store.db.write() as conn:
+                assert conn.execute("UPDATE sessions SET summary = 'x' WHERE id = 's'").rowcount == 1
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('t', 0, 0)")
+                raise RuntimeError("failed after the count")
+        with pytest.raises(StateError):
+            with store.db.write() as conn:
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('u', 0, 0)")
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', 0, 0)")  # there already
+        assert [info.id for info in watcher.sessions.list()] == ["s"]
+        assert watcher.sessions.get("s").summary is None
+        store.sessions.append("s", [{"role": "user", "text": "still working"}])
+        assert [e.message["text"] for e in watcher.sessions.messages("s")] == ["still working"]
+    finally:
+        store.close()
+        watcher.close()
