@@ -107,9 +107,10 @@ POSTGRESQL = Dialect(
     # a sequence locks nothing; the shared lock tells watchers the number is not settled
     next_change=(_HOLD_CHANGE, "SELECT nextval('run_change_numbers')"),
     # one statement, in this order: the run's row locked (a write to it waits here, before
-    # it holds a number), the shared lock held, then the number taken
+    # it holds a number), the shared lock held, then the number taken. The row lock is the
+    # one an UPDATE takes: rows inserted beside it that refer to the run do not wait for it
     touch_run=(
-        "WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ? FOR UPDATE), "
+        "WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ? FOR NO KEY UPDATE), "
         f"held AS MATERIALIZED ({_HOLD_CHANGE}, id FROM locked) "
         "UPDATE runs SET seq = nextval('run_change_numbers') FROM held WHERE runs.id = held.id",
     ),

@@ -199,13 +199,13 @@ def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) 
 
     The runs' rows are locked first, and the number taken after: two writes to one run
     take their numbers in the order they commit, on either backend (module docstring).
-    One run's lock is in the dialect's statements (one on PostgreSQL); the others' are
-    taken before them."""
+    The first run's lock is in the dialect's statements (one on PostgreSQL); the
+    others' are taken before them, by an UPDATE that changes nothing."""
     if not run_ids:
         return
     first, *others = run_ids
-    if others and dialect.for_update:
-        conn.executemany(f"SELECT id FROM runs WHERE id = ?{dialect.for_update}", [(run_id,) for run_id in others])
+    if others:
+        conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in others])
     *take, give = dialect.touch_run
     for statement in take:
         conn.execute(statement)
