@@ -539,14 +539,14 @@ class Recorder:
         ended = self.retention == "run" and status != "waiting-approval"
         forget = ended and session is not None and not self.read_only
 
+        trace = None if self._trace is None else list(self._trace[0])
+
         def write() -> None:
-            store.runs.finish_agent(record, status=status, report=report)
+            store.runs.finish_agent(record, status=status, report=report, trace=trace)
             if forget:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
-            if self._trace is not None:
-                store.runs.save_trace(record.run_id, record.agent_id, list(self._trace[0]))  # type: ignore[arg-type]
 
         try:
             await self._commit(write)

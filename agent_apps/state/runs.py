@@ -354,12 +354,18 @@ class Runs:
                 (step, record.run_id, record.run_id, record.agent_id),
             )
 
-    def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
-        """An agent run ended with ``status``; its usage counts toward the run's."""
+    def finish_agent(
+        self, record: RunRecord, *, status: str, report: dict[str, Any], trace: list[dict[str, Any]] | None = None
+    ) -> None:
+        """An agent run ended with ``status``; its usage counts toward the run's. A
+        ``trace`` is stored with it (:meth:`save_trace`) in the same statement."""
         now = time.time()
+        assign, values = "status = ?, ended_at = ?, live = NULL", [status, now]
+        if trace is not None:
+            assign, values = f"{assign}, trace = ?", [*values, _dump(trace)]
         with self.db.write() as conn:
             self._touch(conn, record.run_id)
-            _write_report(conn, record, report, "status = ?, ended_at = ?, live = NULL", status, now)
+            _write_report(conn, record, report, assign, *values)
             if record.parent is None:  # the run ends with its last outermost agent: a stop asked of it is void
                 conn.execute(
                     "UPDATE runs SET status = ?, ended_at = ?, stop_requested = NULL WHERE id = ? AND NOT EXISTS "
