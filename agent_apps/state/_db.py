@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -43,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
 __all__ = [
-    "MEMORY", "ROWS_PER_INSERT", "Connection", "Cursor", "Database", "Dialect", "insert_rows", "is_postgres_url",
-    "redact",
+    "MEMORY", "ROWS_PER_INSERT", "Connection", "Cursor", "Database", "Dialect", "dump_json", "dump_json_or_repr",
+    "insert_rows", "is_postgres_url", "redact",
 ]
 
 T = TypeVar("T")
@@ -56,6 +57,12 @@ _URL = re.compile(r"postgres(?:ql)?://", re.I)
 _SECRET_IN_NETLOC = re.compile(r"^(postgres(?:ql)?://[^:@/?#]*:)[^@/?#]*@", re.I)
 _SECRET_IN_QUERY = re.compile(r"([?&]password=)[^&#]*", re.I)
 
+
+#: JSON as the store keeps it in its text columns: compact, non-ASCII text as it is. An
+#: encoder made once (``json.dumps`` with options makes one a call).
+dump_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: The same, with a value JSON cannot hold stored as its ``repr`` (reports, traces).
+dump_json_or_repr = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr).encode
 
 #: Rows one INSERT takes at most (:func:`insert_rows`): each number of rows up to it is a
 #: statement text of its own, which a PostgreSQL connection prepares, so they stay few.

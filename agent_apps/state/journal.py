@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Database, insert_rows
+from ._db import dump_json as _dump
 from .errors import NotResumable
 from .runs import INTERRUPTED, RunInfo, find_run, touch_run
 
@@ -67,10 +68,6 @@ class Checkpoint:
             "decision": self.decision,
             "attempts": self.attempts,
         }
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class Journal:

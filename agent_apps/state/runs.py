@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._db import Connection, Database, Dialect
+from ._db import dump_json_or_repr as _dump
 from .errors import NotFound, NotResumable
 
 if TYPE_CHECKING:
@@ -177,10 +178,6 @@ def process_gone(pid: int | None, host: str | None) -> bool:
     except OSError:  # alive, another user's
         return False
     return False
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 #: The change number a write gave a run (:func:`touch_run`), as an SQL value for the

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..run_record import id_problem
 from ._db import Database, insert_rows
+from ._db import dump_json as _dump
 from .errors import AlreadyExists, NotFound
 from .messages import Entry, History, Message, estimate_tokens, stale_form
 
@@ -72,9 +73,6 @@ def _info(row: tuple[Any, ...]) -> SessionInfo:
         json.loads(meta) if meta else {},
     )
 
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _stale(message: Message) -> str | None:
