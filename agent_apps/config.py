@@ -366,15 +366,24 @@ def _deep_merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
             into[key] = _copied(value)
 
 
+#: Config values that are kept, not copied: exactly these types (a subclass goes the
+#: long way, through :func:`_copied`).
+_KEPT = frozenset({str, int, float, bool, type(None)})
+
+
 def _copied(value: Any) -> Any:
     """A copy of a config value that shares nothing mutable with it (a mapping becomes
     a dict). JSON-like values are copied by hand: ``copy.deepcopy`` costs several times
-    more, and a run resolves the cascade a few times."""
-    if isinstance(value, Mapping):
-        return {key: _copied(item) for key, item in value.items()}
+    more, and a run resolves the cascade a few times (each a copy of every default). A
+    dict's or list's scalars are taken as they are, without a call each."""
+    kind = type(value)
+    if kind in _KEPT:
+        return value
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        return {key: item if type(item) in _KEPT else _copied(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_copied(item) for item in value]
-    if value is None or isinstance(value, (str, int, float)):
+        return [item if type(item) in _KEPT else _copied(item) for item in value]
+    if isinstance(value, (str, int, float)):
         return value
     return copy.deepcopy(value)
 

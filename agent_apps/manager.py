@@ -415,16 +415,19 @@ class ContextManager:
         ray: str | None = None,
         retries: int = 3,
         config: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
     ) -> Batch:
         """Invoke ``ref`` once per item of ``inputs`` (args mappings), ``concurrency`` at
         a time: ``async for result in cm.batch(...)`` yields a
         :class:`~agent_apps.batch.BatchResult` per input in completion order; a bad input
         or a failed run is that result's error, never the end of the batch. ``ray="auto"``
         (or an address) spreads the runs over a Ray cluster. See :class:`~agent_apps.batch.Batch`
-        and docs/batch.md."""
+        and docs/batch.md. ``config`` and ``tenant`` are :meth:`invoke`'s, for every run."""
         from .batch import Batch
 
-        return Batch(self, ref, inputs, concurrency=concurrency, ray=ray, retries=retries, config=config)
+        return Batch(
+            self, ref, inputs, concurrency=concurrency, ray=ray, retries=retries, config=config, tenant=tenant
+        )
 
     def _invoke(self, ref: Any, args: Any, parent: Context | None, options: dict[str, Any]) -> Coroutine[Any, Any, Any]:
         """An invocation under ``parent`` (``ctx.manager.invoke``): the pipeline's own

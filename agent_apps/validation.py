@@ -107,6 +107,8 @@ def format_path(path: Iterable[object], root: str = "") -> str:
 
 
 _JSON_SCALARS = (str, int, bool, type(None))
+#: Values that are JSON whatever they hold: exactly these types (not float: NaN).
+_JSON_LEAVES = frozenset(_JSON_SCALARS)
 
 
 def json_problem(value: object, path: str = "result", depth: int = 0) -> tuple[str, str] | None:
@@ -124,12 +126,16 @@ def json_problem(value: object, path: str = "result", depth: int = 0) -> tuple[s
         for key, item in value.items():
             if not isinstance(key, str):
                 return path, f"object keys must be strings, found {type(key).__name__} key {key!r}"
+            if type(item) in _JSON_LEAVES:  # no call (and no path) for each string, number, bool
+                continue
             problem = json_problem(item, f"{path}.{key}", depth + 1)
             if problem:
                 return problem
         return None
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
+            if type(item) in _JSON_LEAVES:
+                continue
             problem = json_problem(item, f"{path}[{index}]", depth + 1)
             if problem:
                 return problem

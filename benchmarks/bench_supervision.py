@@ -8,17 +8,22 @@ back) from its code, with data of its own: its number is seeded into its memory,
 in every call, and checked in what comes back and in the result. Admission control
 (``admission.sandboxes``) bounds how many hold a live sandbox at once; the rest wait
 in line. Prints the wall time, the latency of a run from its start to its result
-(p50, p99, waiting included), the peak of live sandboxes and the peak RSS of the
-process. A run that sees another's data fails the benchmark.
+(p50, p99, waiting included), the peak of live sandboxes, the peak RSS of the
+process and its CPU time per run, split by thread (the event loop's, the store's, the
+sandbox pool's: they share the GIL, so this shows what bounds the runs per second), and
+how much of the event loop's was spent running wasm. A run that sees another's data
+fails the benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +44,46 @@ SCRIPT = [{"text": "calling", "code": TURN_1}, {"text": "done", "code": TURN_2}]
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+
+
+def time_the_sandbox() -> list[float]:
+    """Count the event loop thread's time inside the sandboxes from now on: ``[calls
+    into wasm, their wall time, their CPU time]`` (a call's wall time past its CPU
+    time is the wait for a core, or for the GIL back when the call returns)."""
+    from agent_apps.sandbox import _engine
+
+    spent, poll, loop = [0.0, 0.0, 0.0], _engine.Call.poll, threading.get_ident()
+
+    def timed(call: _engine.Call) -> bool:
+        if threading.get_ident() != loop:  # the pool's thread making an instance
+            return poll(call)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return poll(call)
+        finally:
+            spent[0] += 1
+            spent[1] += time.perf_counter() - wall
+            spent[2] += time.thread_time() - cpu
+
+    _engine.Call.poll = timed  # type: ignore[method-assign,assignment]
+    return spent
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user and system) of each of this process's threads, by the part
+    it plays: the event loop's, the store's, the sandbox pool's, the others (Linux)."""
+    parts: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for thread in threading.enumerate():
+        name = ("event loop" if thread is threading.main_thread() else "store" if thread.name.startswith(
+            "agent-apps-state") else "sandbox pool" if thread.name == "agent-apps-sandbox-pool" else "other")
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # not Linux, or the thread ended
+            continue
+        parts[name] = parts.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return parts
 
 
 async def one(cm: ContextManager, n: int) -> float:
@@ -75,9 +120,13 @@ async def main() -> None:
         )
         await one(cm, -1)  # load the sandbox component, open the store
         rss_before = peak_rss_mb()
+        in_sandbox = time_the_sandbox()
+        cpu_before, process_before = thread_cpu(), time.process_time()
         start = time.perf_counter()
         latencies = await asyncio.gather(*(one(cm, n) for n in range(options.runs)))
         wall = time.perf_counter() - start
+        cpu = {part: seconds - cpu_before.get(part, 0.0) for part, seconds in thread_cpu().items()}
+        process = time.process_time() - process_before
         gate = cm.admission.sandboxes
         cm.state.close()
     latencies.sort()
@@ -89,6 +138,11 @@ async def main() -> None:
     print(f"  live sandboxes     {gate.peak:8d} at most")
     print(f"  peak RSS           {peak_rss_mb():8.0f} MB (after one warm-up run: {rss_before:.0f} MB)")
     print("  cross-talk         none (every run got its own data back)")
+    per_run = ", ".join(f"{part} {seconds / options.runs * 1000:.1f}" for part, seconds in sorted(cpu.items()))
+    print(f"  CPU per run        {process / options.runs * 1000:8.1f} ms ({per_run}; {process / wall:.2f} cores busy)")
+    calls, in_wall, in_cpu = (value / options.runs for value in in_sandbox)
+    print(f"  in the sandboxes   {in_cpu * 1000:8.1f} ms of the event loop's CPU per run ({calls:.1f} calls into wasm, "
+          f"{in_wall * 1000:.1f} ms wall)")
 
 
 if __name__ == "__main__":

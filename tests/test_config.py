@@ -429,3 +429,24 @@ def test_a_code_skill_sees_the_call_layer_of_its_own_invocation_and_those_above(
     call = {"model": {"region": "call"}}
     assert context_manager.invoke_sync("region", config=call) == ("call", "arg")
     assert context_manager.invoke_sync("outer", config=call) == ("call", "arg")  # a call's config holds below it
+
+
+def test_a_config_copy_shares_nothing_mutable_at_any_depth_whatever_the_mappings_are():
+    import types
+
+    from agent_apps.config import _copied
+
+    class Name(str):
+        pass
+
+    inner = {"list": [1, [2, {"x": 3}]], "name": Name("n"), "pair": (1, [2])}
+    value = {"proxy": types.MappingProxyType({"inner": inner}), "flags": [True, None, 1.5]}
+    copy = _copied(value)
+    assert copy == {"proxy": {"inner": inner}, "flags": [True, None, 1.5]} and type(copy["proxy"]) is dict
+    got = copy["proxy"]["inner"]
+    got["list"][1][1]["x"] = 4
+    got["list"][1].append(5)
+    got["pair"][1].append(6)
+    copy["flags"].append("more")
+    assert inner == {"list": [1, [2, {"x": 3}]], "name": "n", "pair": (1, [2])}
+    assert value["flags"] == [True, None, 1.5]

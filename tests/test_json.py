@@ -66,3 +66,31 @@ def test_bytes_are_checked_too():
 def test_non_finite_numbers_are_refused(text, words):
     with pytest.raises(ValueError, match=words):
         loads(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"a": 1, "b": "x", "c": [1, True, None, {"d": float("nan")}]}, "result.c[3].d"),
+        ({"a": [1, 2, (3, {"k": {1: "int key"}})]}, "result.a[2][1].k"),
+        ([{"ok": 1.5}, "s", {"set": {1, 2}}], "result[2].set"),
+        ({"deep": [[[[0, float("inf")]]]]}, "result.deep[0][0][0][1]"),
+    ],
+)
+def test_a_value_that_is_not_json_is_found_beside_scalars_with_its_path(value, path):
+    from agent_apps.validation import json_problem
+
+    problem = json_problem(value)
+    assert problem is not None and problem[0] == path
+
+
+def test_json_values_of_every_kind_pass_and_scalar_subclasses_are_checked_too():
+    import enum
+
+    from agent_apps.validation import json_problem
+
+    class Level(float, enum.Enum):
+        BAD = float("nan")
+
+    assert json_problem({"a": [1, 2.5, "x", True, None, {"b": [[], {}]}]}) is None
+    assert json_problem({"level": Level.BAD}) == ("result.level", "Level.BAD is not a JSON number")

@@ -35,6 +35,7 @@ run stops with :class:`~agent_apps.errors.ReplayDiverged` and nothing is execute
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import secrets
@@ -262,8 +263,12 @@ class RunJournal:
         also, self._also = self._also, {}
         store = self.store
         writes = [*also.values(), *([then] if then is not None else [])]
+        # a flush's write (a turn's end, the run's end) is short; the checkpoint and the
+        # batches due on their timer go to the store's thread
+        short = then is not None and invocation is None
+        write = store.db.write_short if short else functools.partial(store.call, store.db.together)
         writing = self._writer = asyncio.ensure_future(
-            store.call(store.db.together, _write_batch, store, self.run_id, invocation, rows, writes)
+            write(_write_batch, store, self.run_id, invocation, rows, writes)
         )
 
         def written(future: asyncio.Future[None]) -> None:

@@ -193,11 +193,12 @@ class Recorder:
         opening = functools.partial(store.runs.start_agent, record, name=self.report["name"])
         if session is not None and self.read_only:
             await store.call(store.sessions.get, session)  # NotFound before anything is written
-        # the run's row is written even when the wait for it is cancelled (Database.call):
-        # so it ends here, never left "running" by a run that is gone
+        # the run's row is written even when the wait for it is cancelled (Database.call,
+        # or at once: Database.write_short), so it ends here, never left "running" by a
+        # run that is gone
         try:
             if session is None:
-                await store.call(opening)
+                await store.db.write_short(opening)
                 return None
             held = session
 
@@ -558,13 +559,14 @@ class Recorder:
                 await holding.aclose()
 
     async def _commit(self, write: Callable[[], None]) -> None:
-        """Run ``write`` (store writes) on the store's thread in one transaction, with
-        every journal entry still queued (written before it, so a turn's marker or the
-        run's end never stands without the host calls before it)."""
+        """Run ``write`` (store writes, short: :meth:`Database.write_short
+        <agent_apps.state._db.Database.write_short>`) in one transaction, with every
+        journal entry still queued (written before it, so a turn's marker or the run's
+        end never stands without the host calls before it)."""
         if self.journal is not None:
             await self.journal.run.flush(write)
         else:
-            await self.store.call(self.store.db.together, write)
+            await self.store.db.write_short(write)
 
     def _report(self, *, final: bool = False) -> dict[str, Any]:
         steps = [

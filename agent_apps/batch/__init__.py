@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentAppsError
+from ..run_record import id_problem
 from .runner import BatchInput, BatchResult, default_concurrency, run_local
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ class Batch:
     at once (default: :func:`default_concurrency`; on Ray, 4 per worker). ``ray``:
     ``"auto"`` (the cluster this machine belongs to, else a new local one) or a cluster
     address; ``retries``: on Ray, how often an input whose worker died is run again.
-    ``config``: the call layer of the config cascade, for every run.
+    ``config``: the call layer of the config cascade, for every run; ``tenant``: the
+    tenant every run serves (``ctx.run.tenant_id``, kept with each run in the store).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class Batch:
         ray: str | None = None,
         retries: int = 3,
         config: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -62,8 +65,15 @@ class Batch:
         self.skill = cm._resolve(ref, None)
         if config:
             cm.check_call_config(config)
+        if tenant is not None:
+            problem = id_problem(tenant, "tenant id")
+            if problem:
+                raise ValueError(f"tenant: {problem}")
         self.inputs = inputs
-        self.config = dict(config) if config else None
+        #: What every run takes (``invoke``'s ``config`` and ``tenant`` options).
+        self.run_options: dict[str, Any] = {"config": dict(config)} if config else {}
+        if tenant is not None:
+            self.run_options["tenant"] = tenant
         self.ray = ray
         self.retries = retries
         #: Runs in flight at once (known once started, on Ray).
@@ -89,7 +99,7 @@ class Batch:
                 "put the file in a directory and add it with --path (the search path is shipped to the cluster)",
                 skill=self.skill.name,
             )
-        runner = RayRunner(self.cm, self.skill, address=self.ray, retries=self.retries, config=self.config)
+        runner = RayRunner(self.cm, self.skill, address=self.ray, retries=self.retries, run_options=self.run_options)
         await runner.start(self.concurrency)
         self._runner = runner
         self.concurrency, self.workers = runner.concurrency, runner.workers
@@ -102,7 +112,9 @@ class Batch:
     async def _results(self) -> AsyncGenerator[BatchResult, None]:
         if self.ray is None:
             assert self.concurrency is not None
-            results = run_local(self.cm, self.skill, self.inputs, concurrency=self.concurrency, config=self.config)
+            results = run_local(
+                self.cm, self.skill, self.inputs, concurrency=self.concurrency, run_options=self.run_options
+            )
         else:
             await self.start()
             assert self._runner is not None

@@ -240,8 +240,8 @@ class BatchWorker:
     def ready(self) -> dict[str, Any]:
         return {**self.where, "error": self.error}
 
-    async def run(self, index: int, args: Any, config: dict[str, Any] | None) -> dict[str, Any]:
-        result = await run_one(self.cm, self.skill, BatchInput(index, args), config)
+    async def run(self, index: int, args: Any, run_options: dict[str, Any] | None) -> dict[str, Any]:
+        result = await run_one(self.cm, self.skill, BatchInput(index, args), run_options)
         return {**result.to_json(), "worker": self.where}
 
     def close(self) -> None:
@@ -261,13 +261,13 @@ class RayRunner:
         *,
         address: str,
         retries: int,
-        config: Mapping[str, Any] | None,
+        run_options: Mapping[str, Any] | None,
     ) -> None:
         self.cm = cm
         self.skill = skill
         self.address = address
         self.retries = retries
-        self.config = dict(config) if config else None
+        self.run_options = dict(run_options) if run_options else None
         self.batch_id = secrets.token_hex(4)
         self.concurrency = 0
         self.workers = 0
@@ -327,7 +327,7 @@ class RayRunner:
                         continue
                     worker = load.index(min(load))
                     load[worker] += 1
-                    pending[self._actors[worker].run.remote(item.index, item.args, self.config)] = (worker, item)
+                    pending[self._actors[worker].run.remote(item.index, item.args, self.run_options)] = (worker, item)
                 if not pending:
                     return
                 ready, rest = await loop.run_in_executor(

@@ -113,9 +113,10 @@ def as_input(position: int, item: Any) -> BatchInput:
 
 
 async def run_one(
-    cm: ContextManager, skill: Skill, item: BatchInput, config: Mapping[str, Any] | None = None
+    cm: ContextManager, skill: Skill, item: BatchInput, run_options: Mapping[str, Any] | None = None
 ) -> BatchResult:
-    """Invoke ``skill`` with ``item``'s args; never raises but cancellation.
+    """Invoke ``skill`` with ``item``'s args and the batch's ``run_options`` (``config``,
+    ``tenant``: what every run of the batch takes); never raises but cancellation.
 
     A served agent that stopped at a cap (``max_turns``, ``max_steps``) returned only
     partial work: that is a failure too (``{"type": "Stopped", "status", "partial"}``),
@@ -130,9 +131,7 @@ async def run_one(
         return invalid
     run = RunRecord.new() if item.run_id is None else RunRecord(item.run_id, trace_id=item.run_id)
     served: dict[str, Any] = {}
-    options: dict[str, Any] = {"run": run, "middleware": [served_agent(served)]}
-    if config:
-        options["config"] = dict(config)
+    options: dict[str, Any] = {**(run_options or {}), "run": run, "middleware": [served_agent(served)]}
     started = time.perf_counter()
     error: dict[str, Any] | None = None
     try:
@@ -206,7 +205,7 @@ async def run_local(
     inputs: Iterable[Any] | AsyncIterable[Any],
     *,
     concurrency: int,
-    config: Mapping[str, Any] | None = None,
+    run_options: Mapping[str, Any] | None = None,
 ) -> AsyncGenerator[BatchResult, None]:
     """Run every input, ``concurrency`` at a time, yielding results as they finish.
 
@@ -225,7 +224,7 @@ async def run_local(
                 except StopAsyncIteration:
                     exhausted = True
                     break
-                pending.add(asyncio.create_task(run_one(cm, skill, item, config)))
+                pending.add(asyncio.create_task(run_one(cm, skill, item, run_options)))
             if not pending:
                 return
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

@@ -186,16 +186,25 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     skill = _skill(cm, args.name)
     call_args = _call_args(args, skill.params)
     options = _call_options(cm, args)
-    if args.context is not None:
-        options["context"] = _text_or_file(args.context, "--context")
     return _serve(cm, args, skill.name, lambda serving: cm.invoke(skill, call_args, **serving, **options))
 
 
+def tenant_option(tenant: str) -> str:
+    """``--tenant ID``, refused (exit 2) unless it is a tenant id a run can keep."""
+    from ..run_record import id_problem
+
+    problem = id_problem(tenant, "tenant id")
+    if problem:
+        raise UsageError(f"--tenant: {problem}")
+    return tenant
+
+
 def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The invocation's options from ``--session``, ``--read-only``, ``--tenant``, ``--timeout``, ``--model``,
-    ``--config`` (the call layer of the cascade: it wins over every config file and the
-    skill's metadata, as ``invoke(..., config=...)`` does in Python) and ``--attach``
-    (each file read and checked now, so a bad one is refused before anything runs)."""
+    """The invocation's options from ``--session``, ``--read-only``, ``--tenant``, ``--timeout``,
+    ``--context``, ``--model``, ``--config`` (the call layer of the cascade: it wins over
+    every config file and the skill's metadata, as ``invoke(..., config=...)`` does in
+    Python) and ``--attach`` (each file read and checked now, so a bad one is refused
+    before anything runs)."""
     options: dict[str, Any] = {}
     if args.attach:
         from ..attachments import AttachmentInvalid, load
@@ -222,14 +231,11 @@ def _call_options(cm: Any, args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError("--read-only applies to a session: give --session ID too")
         options["read_only"] = True
     if args.tenant is not None:
-        from ..run_record import id_problem
-
-        problem = id_problem(args.tenant, "tenant id")
-        if problem:
-            raise UsageError(f"--tenant: {problem}")
-        options["tenant"] = args.tenant
+        options["tenant"] = tenant_option(args.tenant)
     if args.timeout is not None:
         options["timeout"] = args.timeout
+    if args.context is not None:
+        options["context"] = _text_or_file(args.context, "--context")
     config: dict[str, Any] = {}
     for pair in args.config:
         layer = _config_pair(cm, pair)
@@ -524,17 +530,14 @@ def _invoke_parser(sub: _Subparsers, common: _Parser) -> None:
         "pairs", nargs="*", default=[], metavar="KEY=VALUE|KEY:=JSON", help="args (VALUE typed by the params schema)"
     )
     p.add_argument("--args", metavar="JSON|@FILE|@-", help="args as a JSON object, @file.json, or @- (stdin)")
-    p.add_argument(
-        "--context", metavar="TEXT|@FILE", help="per-task context for the agent: a dynamic layer of its system prompt"
-    )
     add_call_options(p)
     add_output_options(p)
     p.set_defaults(run=cmd_invoke)
 
 
 def add_call_options(p: _Parser) -> None:
-    """``--model``, ``--config``, ``--session``, ``--read-only``, ``--tenant``, ``--timeout`` and
-    ``--attach``: what sets up a call (invoke, run, chat)."""
+    """``--model``, ``--config``, ``--session``, ``--read-only``, ``--tenant``, ``--timeout``,
+    ``--attach`` and ``--context``: what sets up a call (invoke, run, chat)."""
     p.add_argument("--model", metavar="ID", help="the model to use (model.model_id, above the skill's own)")
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE",
@@ -555,6 +558,10 @@ def add_call_options(p: _Parser) -> None:
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="cancel the whole run (agents, sandboxes, subprocesses) "
         "after this long"
+    )
+    p.add_argument(
+        "--context", metavar="TEXT|@FILE", help="per-task context for the agent: a dynamic layer of its system prompt "
+        "(chat: for every turn)"
     )
 
 

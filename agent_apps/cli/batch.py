@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from ..terminal import printable
-from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, _is_name, _manager, _number, _Parser, tenant_option
 
 __all__ = ["parse", "parser"]
 
@@ -52,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
         "--retries", type=_number(int, 0), metavar="N",
         help="with --ray: run an input again up to N times when its worker dies (default 3)",
     )
+    parser.add_argument(
+        "--tenant", metavar="ID", help="the tenant every run serves (ctx.run.tenant_id; runs list --tenant)"
+    )
     parser.add_argument("--resume", action="store_true", help="skip the inputs that already have a result line")
     parser.add_argument(
         "--rerun-failed", action="store_true", help="with --resume: run the inputs that failed again too"
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             f"with --ray, NAME must be a skill name, not {args.name!r}: put the file in a directory and add it "
             "with --path (the search path is shipped to the cluster)"
         )
+    if args.tenant is not None:
+        tenant_option(args.tenant)
     cm = _manager(args)
     skill = cm.get(args.name) if _is_name(args.name) else cm._resolve(args.name, None)
     if not args.resume and os.path.exists(args.output) and os.path.getsize(args.output) > 0:
@@ -122,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--output {args.output}: {exc.strerror}") from None
     batch = Batch(
         cm, skill, inputs.inputs(done, batch=output, runs=runs), concurrency=args.concurrency, ray=args.ray,
-        retries=3 if args.retries is None else args.retries,
+        retries=3 if args.retries is None else args.retries, tenant=args.tenant,
     )
     progress = Progress(sys.stderr, skill.name, total - len(done), events=args.events)
 

@@ -1,4 +1,5 @@
-"""The guest's host calls: each one judged, started as a task, its outcome queued.
+"""The guest's host calls: each one judged, started at once in a task of its own, its
+outcome queued.
 
 When the guest waits in the ``poll`` import it submits the calls it issued since its
 last wait (JSON ``{"calls": [[id, name, args, options?], ...], "cancel": [id, ...]}``).
@@ -8,6 +9,13 @@ tasks on the event loop, in a copy of the context of the code that started the r
 finished call leaves its outcome, JSON ``[id, ok, result or error]``, in
 :attr:`GuestCalls.done`, and wakes the driver (``_core.Core``), which hands the
 outcomes to the guest at its next wait.
+
+A call's first step runs at once, inside ``submit`` (Python 3.11 has no eager tasks):
+its task is made first and is the current task during that step, so whatever captures
+"the current task" (``asyncio.timeout``, ``Signal.guard``, the gateway's calls in
+flight) captures the call's own task, as if the task ran the step. A call that ends in
+that step (a quick skill) is answered in the same wait, with no round of the event
+loop; one that suspends goes on in its task, which is handed what the step awaited.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import asyncio
 import contextvars
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from .._json import MAX_DEPTH
@@ -38,6 +46,8 @@ MAX_ERROR_MESSAGE = 8 * 1024
 MAX_BATCH_PAYLOADS = 16
 #: One encoder for every call result (``json.dumps`` with options builds one per call).
 _encode = json.JSONEncoder(allow_nan=False).encode
+#: asyncio's own record of the running task, which a task's step sets and clears.
+_enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task
 
 
 class GuestCalls:
@@ -56,6 +66,10 @@ class GuestCalls:
         self.done: list[str] = []
         #: The calls of the guest's last wait were started and have not yielded yet.
         self.fresh = False
+        #: A call's first step raised KeyboardInterrupt or SystemExit: the guest is not
+        #: answered until the call's task has raised it out of the event loop (the
+        #: driver's next round), as when the task took that step.
+        self.hold = False
         #: Calls made this run.
         self.count = 0
         self._ids: set[int] = set()  # every call id the guest used this run
@@ -68,7 +82,7 @@ class GuestCalls:
         self.done = []
         self.count = 0
         self._ids = set()
-        self.fresh = False
+        self.fresh = self.hold = False
 
     def end(self) -> None:
         """A run ended: the outcomes of its calls still running go nowhere."""
@@ -151,20 +165,40 @@ class GuestCalls:
         return call_id, name, args, options
 
     def _start(self, starts: list[tuple[int, str, Any, Any]], cancels: list[int]) -> None:
-        loop, context, run = self.core.loop, self.context, self._run
+        loop = self.core.loop
         if loop is None:  # a run without an event loop (warming a pooled instance)
             for call_id, *_ in starts:
                 self.done.append(_err_entry(call_id, "SandboxError", "this run has no host functions"))
-            starts = []
-        for call_id, name, args, options in starts:
-            coro = self._one(run, call_id, name, args, options)
-            self._tasks[call_id] = loop.create_task(coro, context=context.copy() if context is not None else None)  # type: ignore[union-attr]
-            self.fresh = True
+        elif starts:
+            self._step(loop, starts)
         for call_id in cancels:
             task = self._tasks.get(call_id)
             if task is not None:
                 self._ours_cancelled.add(call_id)
                 task.cancel()
+
+    def _step(self, loop: asyncio.AbstractEventLoop, starts: list[tuple[int, str, Any, Any]]) -> None:
+        """Make each call's task and take its first step now, as that task (see the
+        module docstring); a call still going after it goes on in its task."""
+        context, run = self.context, self._run
+        current = asyncio.current_task(loop)  # the driver's task, whose step this is
+        for call_id, name, args, options in starts:
+            stepped = _Stepped(self._one(run, call_id, name, args, options))
+            call_context = context.copy() if context is not None else contextvars.copy_context()
+            task = loop.create_task(stepped, context=call_context)
+            self._tasks[call_id] = task
+            if current is not None:
+                _leave_task(loop, current)
+            _enter_task(loop, task)
+            try:
+                first = call_context.run(stepped.first_step)
+            finally:
+                _leave_task(loop, task)
+                if current is not None:
+                    _enter_task(loop, current)
+            if first != _RETURNED:
+                self.fresh = True
+                self.hold = self.hold or first == _RAISED
 
     async def _one(self, run: int, call_id: int, name: str, args: Any, options: Any = None) -> None:
         entry: str | None
@@ -213,6 +247,67 @@ class GuestCalls:
         for call_id, task in list(self._tasks.items()):
             self._ours_cancelled.add(call_id)
             task.cancel()
+
+
+class _Stepped(Coroutine[Any, Any, None]):
+    """A call's coroutine whose first step ran before its task's (see the module
+    docstring): the task's first ``send`` gets what that step yielded, or its end."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+        #: what the first step did: yielded this (a future, or None for a bare yield),
+        #: returned (StopIteration), or raised a BaseException for the task to raise
+        self._first: tuple[int, Any] | None = None
+
+    def first_step(self) -> int:
+        """Run the first step; returns what it did (``_YIELDED``, ``_RETURNED``, ``_RAISED``)."""
+        try:
+            self._first = (_YIELDED, self._coro.send(None))
+        except StopIteration:
+            self._first = (_RETURNED, None)
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: _one told the guest; the task raises it
+            self._first = (_RAISED, e)
+        return self._first[0]
+
+    def send(self, value: Any) -> Any:
+        first = self._first
+        if first is None:
+            return self._coro.send(value)
+        self._first = None
+        kind, what = first
+        if kind == _YIELDED:
+            return what
+        if kind == _RETURNED:
+            raise StopIteration
+        raise what
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
+        first = self._first
+        if first is not None:  # the task is cancelled before its first step
+            self._first = None
+            if first[0] == _RAISED:  # a KeyboardInterrupt is not lost to a cancel
+                raise first[1]
+            if first[0] == _RETURNED:
+                raise typ if val is None else val
+            if isinstance(first[1], asyncio.Future):  # as a cancel of a task awaiting it would
+                first[1].cancel()
+        return self._coro.throw(typ) if val is None else self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, None]:  # the task only sends and throws
+        raise TypeError("a started host call is not awaitable")
+
+    def __getattr__(self, name: str) -> Any:
+        """The coroutine's own ``__qualname__``, ``cr_frame``...: a task's repr (and
+        asyncio's warnings) name the call's coroutine, as for a task made of it."""
+        return getattr(self._coro, name)
+
+
+_YIELDED, _RETURNED, _RAISED = 0, 1, 2
 
 
 class _NoHost(Exception):

@@ -294,6 +294,7 @@ class Core:
                             # after it, with no wake-up future and no second round.
                             self.calls.fresh = False
                             await asyncio.sleep(0)
+                            self.calls.hold = False
                             if self.poll_ready():
                                 continue
                         await self._wait()
@@ -426,11 +427,12 @@ class Core:
         if self._stop is not None:
             return answer.err(self._stop)
         problem = self.calls.submit(batch)
+        _engine.driving(self)  # a call's first step may have driven another sandbox
         if problem is not None:
             return answer.err(problem)
         self._answer = answer
         self._wait_until = None if timeout_ms == NO_TIMER else time.monotonic() + timeout_ms / 1000
-        if timeout_ms == 0 or self.calls.done:
+        if timeout_ms == 0 or self.calls.done:  # calls that ended in their first step (_calls.py)
             self.poll_ready()
 
     def poll_ready(self) -> bool:
@@ -441,7 +443,9 @@ class Core:
             return True
         if self._stop is not None:
             answer.err(self._stop)
-        elif self.calls.done or (self._wait_until is not None and time.monotonic() >= self._wait_until):
+        elif (self.calls.done and not self.calls.hold) or (
+            self._wait_until is not None and time.monotonic() >= self._wait_until
+        ):
             done, self.calls.done = self.calls.done, []
             answer.ok("[" + ",".join(done) + "]")
         elif time.monotonic() >= self._deadline:

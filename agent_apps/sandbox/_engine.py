@@ -43,6 +43,8 @@ HOST_INTERFACE = "agent-apps:sandbox/host@0.1.0"
 #: The guest's import of WASI's monotonic clock (see ``_CLOCK_FUNCS``).
 CLOCK_INTERFACE = "wasi:clocks/monotonic-clock@0.2.9"
 _FINALIZER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+#: The fiber stack a guest runs on, shared with the host code its ``poll`` import runs.
+ASYNC_STACK = 8 * 1024 * 1024
 
 
 def engine_config() -> Config:
@@ -53,6 +55,10 @@ def engine_config() -> Config:
     # not used: our guest is a plain component, and its calls are made async by the
     # embedding API. Without it a call sets up no concurrent task state (~5 us a run).
     ffi.wasmtime_config_concurrency_support_set(cfg.ptr(), False)
+    # A host call's first step runs on the guest's fiber (inside the ``poll`` import,
+    # see _calls.py): give host code the stack a thread has (8 MiB, mapped on demand;
+    # wasmtime's default of 2 MiB overflowed at ~2,000 levels of recursion through C).
+    ffi.wasmtime_config_async_stack_size_set(cfg.ptr(), ASYNC_STACK)
     return cfg
 
 

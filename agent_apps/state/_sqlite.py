@@ -11,7 +11,9 @@
   a lock (SQLite serializes writers anyway; one connection keeps the cost per call
   low), and :meth:`Database.call` runs work on one thread of the store's own. A
   database kept busy by another process then stalls that thread, never the event loop
-  (measured by ``benchmarks/bench_sessions.py``).
+  (measured by ``benchmarks/bench_sessions.py``). A short write
+  (:meth:`Database.write_short`) runs on the event loop's thread only when it can take
+  the lock at once, and never checkpoints the WAL there.
 * ``PRAGMA user_version`` counts the migrations applied; ``PRAGMA application_id``
   marks the file as agent-apps'. A newer schema, another program's SQLite file or a
   **corrupt** file raises :class:`StateError` naming the file; nothing is changed.
@@ -26,9 +28,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..config import agent_apps_home
 from ..host_files import private_file, private_folder
@@ -39,8 +42,17 @@ from .upgrade import SchemaObject, missing, upgrade
 
 __all__ = ["BUSY_TIMEOUT", "SQLITE", "SQLiteDatabase"]
 
+T = TypeVar("T")
+
 #: Seconds a write waits for another process's transaction before giving up.
 BUSY_TIMEOUT = 10.0
+#: SQLite's own: a commit on the store's thread checkpoints the WAL once it holds this
+#: many pages.
+WAL_AUTOCHECKPOINT = 1000
+#: Writes made on the event loop's thread (:meth:`Database.write_short`, a few pages
+#: each) after which the store's thread checkpoints the WAL, as SQLite would have at
+#: about :data:`WAL_AUTOCHECKPOINT` pages.
+WAL_CHECKPOINT_EVERY = 100
 
 SQLITE = Dialect(
     name="sqlite",
@@ -76,6 +88,8 @@ class SQLiteDatabase(Database):
         path = MEMORY if path == MEMORY else str(Path(path).expanduser())
         super().__init__(path, path)
         self._conn: sqlite3.Connection | None = None
+        #: Writes made on the event loop's thread since the WAL was last checkpointed for them.
+        self._written_here = 0
 
     # -- access ------------------------------------------------------------------------
 
@@ -105,8 +119,12 @@ class SQLiteDatabase(Database):
             return
         with self._lock:
             conn = self._connect()
+            here = getattr(self._open_write, "here", False)
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                if here:
+                    self._begin_here(conn)
+                else:
+                    conn.execute("BEGIN IMMEDIATE")
                 try:
                     with self._writing(conn):
                         yield conn
@@ -119,6 +137,55 @@ class SQLiteDatabase(Database):
                 if conn.in_transaction:
                     conn.rollback()
                 raise self._error(exc) from exc
+            finally:
+                if here:
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+
+    def _write_here(self, fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[bool, T | None]:
+        """The write on this thread when the file is open, no thread of this process
+        holds the connection, and no other process holds the write lock (see
+        :meth:`_begin_here`). After :data:`WAL_CHECKPOINT_EVERY` of them the WAL is
+        checkpointed on the store's thread, not waited for."""
+        if self._conn is None or self._joined() is not None or not self._lock.acquire(blocking=False):
+            return False, None
+        self._open_write.here = True
+        try:
+            value = self.together(fn, *args)
+        except _Locked:
+            return False, None
+        finally:
+            self._open_write.here = False
+            self._lock.release()
+        self._written_here += 1
+        if self._written_here >= WAL_CHECKPOINT_EVERY and self.path != MEMORY:
+            self._checkpoint_later()
+        return True, value
+
+    def _begin_here(self, conn: sqlite3.Connection) -> None:
+        """Begin a write on the event loop's thread: ``BEGIN IMMEDIATE`` without SQLite's
+        busy wait (another process's transaction raises :class:`_Locked`: the write goes
+        to the store's thread, which waits for it), and a commit that does not
+        checkpoint the WAL (a checkpoint fsyncs)."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _Locked from exc
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def _checkpoint_later(self) -> None:
+        """Checkpoint the WAL on the store's thread. Nobody waits for it; while it is
+        queued, short writes go to the store's thread too (after it)."""
+
+        def checkpoint() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+        self._written_here = 0
+        self._submit(checkpoint)
 
     @property
     def opened(self) -> bool:
@@ -242,6 +309,10 @@ class SQLiteDatabase(Database):
 def _ours(folder: Path) -> bool:
     """Whether ``folder`` is agent-apps' own: the agent-apps home, or a ``.agent-apps``."""
     return folder.name == ".agent-apps" or folder.resolve() == agent_apps_home().resolve()
+
+
+class _Locked(Exception):
+    """Another process holds the write lock (a write tried on the event loop's thread)."""
 
 
 def _keep_private(path: str) -> None:

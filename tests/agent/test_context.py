@@ -454,6 +454,25 @@ def test_the_command_line_gives_a_context_as_text_or_a_file(context_manager, ech
     assert "error: --context @/no/such/file: No such file or directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_run_and_chat_take_a_context_too(context_manager, echo, tmp_path, capsys, monkeypatch, command):
+    import io
+
+    from agent_apps.cli import main
+
+    (tmp_path / "ctx.txt").write_text("Answer in French.")
+    where = str(context_manager.roots()[0].path)
+    argv = [command, "--path", where, "--config", "model.agent=echo-provider", "--context", f"@{tmp_path}/ctx.txt",
+            "--json", "-q"]  # fmt: skip
+    if command == "run":
+        argv.insert(1, "Go.")
+    else:
+        monkeypatch.setattr("sys.stdin", io.StringIO("Go.\nAgain.\n"))
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("Answer in French.") == (1 if command == "run" else 2)  # chat: every turn has it
+
+
 async def test_the_context_layer_keeps_its_metadata_in_the_run_state(context_manager, write_skill):
     write_skill("runner", """
         frontmatter = {"description": "Runs an agent."}

@@ -112,6 +112,12 @@ async def test_stopped_agent_is_a_failure_with_its_partial_result(cm):
     assert not result.ok and result.error["type"] == "Stopped" and result.error["status"] == "max_turns"
 
 
+async def test_every_run_of_a_batch_serves_its_tenant(cm):
+    results = await collect(cm.batch("count-agent", [{"text": "a b"}, {"text": "c"}], tenant="acme"))
+    assert all(r.ok for r in results)
+    assert {run.id for run in cm.state.runs.list(tenant="acme")} == {r.run_id for r in results}
+
+
 async def test_unknown_skill_and_bad_options_fail_before_any_run(cm):
     from agent_apps.errors import SkillNotFound
 
@@ -119,6 +125,8 @@ async def test_unknown_skill_and_bad_options_fail_before_any_run(cm):
         cm.batch("no-such-skill", [{}])
     with pytest.raises(ValueError, match="concurrency"):
         cm.batch("count", [{}], concurrency=0)
+    with pytest.raises(ValueError, match="tenant: "):
+        cm.batch("count", [{}], tenant="bad tenant\n")
 
 
 def test_default_concurrency_is_per_cpu_bounded_by_memory(cm, monkeypatch):

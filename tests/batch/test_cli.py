@@ -218,6 +218,8 @@ def test_bad_command_lines_exit_2(batch, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         batch("count", "--input", str(tasks), "--output", out, "--concurrency", "0")
     assert exit_.value.code == 2
+    status, err = batch("count", "--input", str(tasks), "--output", out, "--tenant", "two words")
+    assert status == 2 and "error: --tenant: " in err
     status, err = batch("./count.skill.py", "--input", str(tasks), "--output", out, "--ray", "auto")
     assert status == 2 and "NAME must be a skill name" in err
     assert not os.path.exists(out)

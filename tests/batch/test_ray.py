@@ -89,7 +89,7 @@ def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster,
     shared = state_location  # an SQLite file every worker sees, or a PostgreSQL server
     env = {**os.environ, "AGENT_APPS_STATE": shared, "AGENT_APPS_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "agent_apps", "batch", "count-agent", "--input", str(tasks), "--output", str(out),
-            "--ray", cluster["address"], "--events"]
+            "--ray", cluster["address"], "--events", "--tenant", "acme"]
     result = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 1, result.stderr
     events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith('{"type"')]
@@ -99,8 +99,8 @@ def test_command_line_ships_project_config_and_shares_an_explicit_store(cluster,
     assert (by[0].get("result"), by[2].get("result")) == (2, 1), (by[0], by[2])  # the errors, if any
     assert by[1]["error"]["type"] == "InputInvalid" and "worker" not in by[1]
     assert by[3]["error"]["type"] == "SkillFailed" and by[0]["worker"]["pid"] != os.getpid()
-    runs = {run.id for run in StateStore(shared).runs.list()}
-    assert {by[0]["run_id"], by[2]["run_id"]} <= runs  # both workers wrote into the one store
+    runs = {run.id for run in StateStore(shared).runs.list(tenant="acme")}
+    assert {by[0]["run_id"], by[2]["run_id"]} <= runs  # both workers wrote into the one store, for the tenant
     elsewhere = {**env, "AGENT_APPS_HOME": str(tmp_path / "another-machine")}
     shown = subprocess.run([sys.executable, "-m", "agent_apps", "runs", "show", by[0]["run_id"]], cwd=tmp_path,
                            env=elsewhere, capture_output=True, text=True, timeout=60)  # fmt: skip

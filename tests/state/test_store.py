@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -216,6 +217,210 @@ def test_a_busy_database_stalls_the_store_thread_not_the_event_loop(tmp_path):
         return last
 
     assert asyncio.run(main()) == 1
+
+
+def _texts(store):
+    return [entry.message["text"] for entry in store.sessions.messages("s")]
+
+
+def _thread_of(store, fn):
+    """``fn`` wrapped to record the thread each call runs on."""
+    threads = []
+
+    def run(*args):
+        threads.append(threading.get_ident())
+        return fn(*args)
+
+    return run, threads
+
+
+def test_a_short_write_runs_on_the_event_loop_when_the_store_is_free(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()  # open it
+    append, threads = _thread_of(store, store.sessions.append)
+
+    async def main():
+        return await store.db.write_short(append, "s", [{"role": "user", "text": "x"}]), threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    assert count == 1 and threads == [loop_thread]
+    assert _texts(store) == ["x"]
+
+
+def test_a_short_write_that_fails_on_the_event_loop_writes_nothing_and_the_store_goes_on(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()
+
+    def half(*_):
+        store.sessions.append("s", [{"role": "user", "text": "lost"}])
+        raise ValueError("half-way")
+
+    async def main():
+        with pytest.raises(ValueError, match="half-way"):
+            await store.db.write_short(half)
+        return await store.db.write_short(store.sessions.append, "s", [{"role": "user", "text": "kept"}])
+
+    assert asyncio.run(main()) == 1
+    assert _texts(store) == ["kept"]
+
+
+def test_a_short_write_waits_for_another_process_on_the_store_thread_not_the_event_loop(tmp_path):
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    store.sessions.list()
+    append, threads = _thread_of(store, store.sessions.append)
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    held = threading.Lock()
+
+    def let_go():
+        with held:
+            if blocker.in_transaction:
+                blocker.execute("COMMIT")
+
+    # had the write blocked the loop in SQLite's busy wait, this would end the wait and
+    # the write would run on the loop's thread
+    safety = threading.Timer(1.0, let_go)
+    safety.start()
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        write = asyncio.create_task(store.db.write_short(append, "s", [{"role": "user", "text": "x"}]))
+        while ticks < 5:
+            await asyncio.sleep(0.01)
+        assert not write.done()  # waiting for the lock on the store's thread, while the loop runs on
+        let_go()
+        count = await asyncio.wait_for(write, 30)
+        task.cancel()
+        return count, threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    safety.cancel()
+    assert count == 1 and len(threads) == 1 and threads[0] != loop_thread
+    store.sessions.append("s", [{"role": "user", "text": "y"}])
+    assert _texts(store) == ["x", "y"]
+    assert store.db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == _sqlite.BUSY_TIMEOUT * 1000
+
+
+def test_a_short_write_goes_after_store_work_queued_before_it(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()
+    release, order = threading.Event(), []
+    append, threads = _thread_of(store, store.sessions.append)
+
+    def slow():
+        release.wait(30)
+        order.append("queued first")
+
+    def short(*args):
+        order.append("short")
+        return append(*args)
+
+    async def main():
+        first = asyncio.ensure_future(store.call(slow))
+        await asyncio.sleep(0)
+        write = asyncio.ensure_future(store.db.write_short(short, "s", [{"role": "user", "text": "x"}]))
+        await asyncio.sleep(0.05)
+        assert not write.done()
+        release.set()
+        await first
+        return await write, threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    assert count == 1 and order == ["queued first", "short"] and threads[0] != loop_thread
+    assert store.db._queued == 0
+
+
+def test_work_the_store_thread_refused_does_not_count_as_queued(tmp_path):
+    # an executor shut down under a caller (a close racing it): the next short write still runs at once
+    store = StateStore(tmp_path / "state.db")
+    store.sessions.list()
+    append, threads = _thread_of(store, store.sessions.append)
+
+    async def main():
+        await store.call(lambda: None)
+        store.db._executor.shutdown()
+        with pytest.raises(RuntimeError):
+            await store.call(lambda: None)
+        return await store.db.write_short(append, "s", [{"role": "user", "text": "x"}]), threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    assert count == 1 and threads == [loop_thread]
+
+
+def test_short_writes_on_the_event_loop_never_checkpoint_the_wal_there(tmp_path, monkeypatch):
+    # SQLite would checkpoint at every commit (1 page): the WAL would never grow
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    store.sessions.list()
+    store.db._conn.execute("PRAGMA wal_autocheckpoint = 1")
+    monkeypatch.setattr(_sqlite, "WAL_AUTOCHECKPOINT", 1)
+    monkeypatch.setattr(_sqlite, "WAL_CHECKPOINT_EVERY", 1 << 40)
+    text = "x" * 20_000
+
+    async def main():
+        for _ in range(20):
+            await store.db.write_short(store.sessions.append, "s", [{"role": "user", "text": text}])
+
+    asyncio.run(main())
+    assert os.path.getsize(f"{path}-wal") > 20 * 20_000
+    assert store.db._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1  # the thread's, kept
+
+
+def test_short_writes_have_the_store_thread_checkpoint_the_wal_now_and_then(tmp_path, monkeypatch):
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    store.sessions.list()
+    checkpoints = []
+    conn = store.db._conn
+
+    class Traced:  # the connection, recording the threads that checkpoint
+        def __getattr__(self, name):
+            return getattr(conn, name)
+
+        def execute(self, sql, *args):
+            if "wal_checkpoint" in sql:
+                checkpoints.append(threading.get_ident())
+            return conn.execute(sql, *args)
+
+    monkeypatch.setattr(store.db, "_conn", Traced())
+    monkeypatch.setattr(_sqlite, "WAL_CHECKPOINT_EVERY", 10)
+    text = "x" * 20_000
+
+    async def main():
+        for _ in range(100):  # 2 MB
+            await store.db.write_short(store.sessions.append, "s", [{"role": "user", "text": text}])
+            await asyncio.sleep(0)
+        await store.call(lambda: None)  # the last checkpoint queued is done
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    # one per 10 writes on the loop (while one is queued, writes go to the store's thread)
+    assert 3 <= len(checkpoints) <= 10 and loop_thread not in checkpoints
+    assert os.path.getsize(f"{path}-wal") < 1024 * 1024  # reset after each: never all 2 MB
+
+
+def test_a_short_write_on_postgresql_goes_to_the_store_thread(state_location):
+    if not is_postgres_url(state_location):
+        pytest.skip("PostgreSQL only: SQLite's is above")
+    store = StateStore(state_location)
+    store.sessions.list()
+    append, threads = _thread_of(store, store.sessions.append)
+
+    async def main():
+        return await store.db.write_short(append, "s", [{"role": "user", "text": "x"}]), threading.get_ident()
+
+    count, loop_thread = asyncio.run(main())
+    assert count == 1 and threads[0] != loop_thread
+    store.close()
 
 
 # -- processes ---------------------------------------------------------------------------------
