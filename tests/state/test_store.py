@@ -669,3 +669,26 @@ def test_a_write_is_one_transaction_whatever_it_reads_or_wherever_it_fails(state
     finally:
         store.close()
         watcher.close()
+
+
+def test_many_rows_are_written_together_in_order_and_a_row_already_there_stays(state_location):
+    """A journal batch (``insert_rows``: one multi-row INSERT per ROWS_PER_INSERT rows)
+    of more rows than one INSERT takes stores every row, in order, on both backends; an
+    entry already under a key keeps its body."""
+    from agent_apps.run_record import RunRecord
+    from agent_apps.state._db import ROWS_PER_INSERT
+
+    store = StateStore(state_location)
+    try:
+        record = RunRecord("run1").child()
+        store.runs.start_agent(record, name="worker")
+        store.journal.add("run1", "a1", "k.0", "host", {"first": True})
+        count = 2 * ROWS_PER_INSERT + 3
+        rows = [("a1", f"k.{n}", "host", json.dumps({"n": n, "text": "x\x00y"}), float(n)) for n in range(count)]
+        store.journal.add_rows("run1", rows)
+        entries = store.journal.entries("run1")
+        assert [e.key for e in entries] == [f"k.{n}" for n in range(count)]
+        assert entries[0].body == {"first": True}
+        assert [e.body["n"] for e in entries[1:]] == list(range(1, count))
+    finally:
+        store.close()
