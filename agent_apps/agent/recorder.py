@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..budget import Price
     from ..run_record import RunRecord
     from ..state import StateStore
-    from .durable import AgentJournal
+    from .durable import AgentJournal, QueuedEntry
 
 __all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "STORE_TRACE", "Recorder"]
 
@@ -460,10 +460,11 @@ class Recorder:
                     memory=saved if saved is not _UNSET else None,
                     anchor=anchor,
                 )
-            if journal is not None and not replayed:  # the turn's messages, for export and replay
-                journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
-        await self._commit(write)
+        # the turn's marker (its messages, for export and replay) goes in the INSERT of
+        # the turn's queued entries
+        marker = {"turn": turn, "messages": batch}
+        await self._commit(write, () if journal is None or replayed else (journal.entry(f"t.{turn}", "turn", marker),))
 
     # -- the turn in flight ------------------------------------------------------------
 
@@ -558,13 +559,13 @@ class Recorder:
             if holding is not None:
                 await holding.aclose()
 
-    async def _commit(self, write: Callable[[], None]) -> None:
+    async def _commit(self, write: Callable[[], None], entries: Sequence[QueuedEntry] = ()) -> None:
         """Run ``write`` (store writes, short: :meth:`Database.write_short
         <agent_apps.state._db.Database.write_short>`) in one transaction, with every
-        journal entry still queued (written before it, so a turn's marker or the run's
-        end never stands without the host calls before it)."""
+        journal entry still queued and ``entries`` (written before it, so a turn's marker
+        or the run's end never stands without the host calls before it)."""
         if self.journal is not None:
-            await self.journal.run.flush(write)
+            await self.journal.run.flush(write, entries)
         else:
             await self.store.db.write_short(write)
 

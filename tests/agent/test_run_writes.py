@@ -87,12 +87,12 @@ async def test_a_turn_the_runs_end_and_its_opening_each_commit_in_one_transactio
     checkpoint = transaction("checkpoint")
     assert checkpoint > opening and transaction("add_rows", keys("start")) == checkpoint
     for turn in (1, 2):
-        written = transaction("add", keys(f"t.{turn}"))
+        written = transaction("add_rows", keys(f"t.{turn}"))  # the marker, with the turn's queued entries
         assert transaction("report", lambda steps, turn=turn: steps == turn) == written
         first = "user" if turn == 1 else "assistant"
         assert transaction("append", lambda roles, first=first: roles[0] == first) == written
     # the host call of turn 1: journaled no later than its turn's messages
-    assert transaction("add_rows", keys("h.1.1")) <= transaction("add", keys("t.1"))
+    assert transaction("add_rows", keys("h.1.1")) <= transaction("add_rows", keys("t.1"))
     assert transaction("finish_agent", lambda traced: traced)  # the trace in the same statement as the end
     cm.state.close()
 
