@@ -201,15 +201,22 @@ async def test_priority_decides_who_gets_the_next_sandbox(tmp_path, skills_path)
         config = scripted(turns, priority=priority)
         return asyncio.ensure_future(cm.invoke("agent", {"prompt": "P", "name": name, "config": config, "events": "p"}))
 
-    first = run("first", "normal", [{"text": "hold", "delay": 0.5}])
-    await asyncio.sleep(0.2)
+    async def until(condition) -> None:
+        """Until ``condition()`` holds: each step below waits for the one before it, not for a time."""
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    first = run("first", "normal", [{"text": "hold", "delay": 60}])  # holds the one sandbox until cancelled
+    await asyncio.wait_for(until(lambda: started == ["first"]), 30)
     queued = [("bg", "background"), ("crit", "critical"), ("norm", "normal")]
     waiting = []
-    for name, priority in queued:
+    for name, priority in queued:  # each in the line before the next comes
         waiting.append(run(name, priority, [{"text": name}]))
-        await asyncio.sleep(0.05)
-    assert cm.admission.sandboxes.waiting == 3
-    await asyncio.wait_for(asyncio.gather(first, *waiting), 30)
+        await asyncio.wait_for(until(lambda n=len(waiting): cm.admission.sandboxes.waiting == n), 30)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(asyncio.gather(*waiting), 30)
     assert started == ["first", "crit", "norm", "bg"]
 
 
