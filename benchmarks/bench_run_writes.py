@@ -9,7 +9,9 @@ each, journal on), all at once, on SQLite and on a throwaway PostgreSQL server. 
 by wrapping the store's own methods: ``Database.call`` (a round trip: one hand-off to
 the store's thread), the backends' outermost read and write blocks (a transaction; a
 block inside a write joins it and is not counted) and, on PostgreSQL, each statement
-sent (``BEGIN`` and ``COMMIT`` not counted).
+the store's code sends (``BEGIN`` and ``COMMIT`` not counted; an ``executemany`` is
+one) and each statement the server runs (psycopg's: ``BEGIN``, ``COMMIT`` and
+``ROLLBACK`` included, an ``executemany`` one a row).
 """
 
 from __future__ import annotations
@@ -62,6 +64,23 @@ def _count() -> None:
             return _send(self, *args)
 
         setattr(_postgres._Connection, name, counted)
+    import psycopg
+
+    run = psycopg.Connection.execute
+
+    def counted_run(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        counts["server statements"] += 1
+        return run(self, query, params, **kwargs)
+
+    psycopg.Connection.execute = counted_run  # type: ignore[method-assign]
+    run_many = psycopg.Cursor.executemany
+
+    def counted_many(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+        params_seq = list(params_seq)
+        counts["server statements"] += len(params_seq)
+        return run_many(self, query, params_seq, **kwargs)
+
+    psycopg.Cursor.executemany = counted_many  # type: ignore[method-assign]
     call = _db.Database.call
 
     async def counted_call(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -110,10 +129,10 @@ def main() -> None:
     finally:
         server.stop()
     print(f"per scripted run ({options.runs} at once, 2 turns, 5 host calls, a session each)")
-    keys = ("round trips", "transactions", "writes", "reads", "statements")
-    print(f"{'':<12}" + "".join(f"{key:>14}" for key in keys))
+    keys = ("round trips", "transactions", "writes", "reads", "statements", "server statements")
+    print(f"{'':<12}" + "".join(f"{key:>18}" for key in keys))
     for name, figure in figures.items():
-        print(f"{name:<12}" + "".join(f"{figure[key]:>14.1f}" if key in figure else f"{'-':>14}" for key in keys))
+        print(f"{name:<12}" + "".join(f"{figure[key]:>18.1f}" if key in figure else f"{'-':>18}" for key in keys))
 
 
 if __name__ == "__main__":

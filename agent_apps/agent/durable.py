@@ -40,7 +40,7 @@ import itertools
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +98,11 @@ class HostCall:
         return f"{self.skill} {_short(self.args)}"
 
 
+#: A journal entry queued for a batch: the agent's path, its key, kind, body (not yet
+#: JSON) and when it was made.
+QueuedEntry = tuple[str, str, str, Any, float]
+
+
 class ReplayedError(Exception):
     """A host call's error, answered from the journal: the agent code sees an
     exception of the original type name with the original message."""
@@ -135,7 +140,7 @@ class RunJournal:
             self._by_agent.setdefault(entry.agent, {})[entry.key] = entry
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
-        self._rows: list[tuple[str, str, str, Any, float]] = []
+        self._rows: list[QueuedEntry] = []
         #: A model response was queued and no flush has returned since: it is written
         #: before the first host call acting on it (``HostCalls._journaled``).
         self.response_unsaved = False
@@ -229,19 +234,23 @@ class RunJournal:
             self._invocation = self.invocation
         self.write(agent, "start", "start", body)
 
-    async def flush(self, then: Callable[[], None] | None = None) -> None:
+    async def flush(
+        self, then: Callable[[], None] | None = None, entries: Sequence[QueuedEntry] = ()
+    ) -> None:
         """Write every queued entry now, and wait until they are; raise what writing
         raised. ``then`` (store writes, run on the store's thread) goes in the same
         transaction as the entries: one commit for a turn's entries and its messages.
-        When that transaction fails, its entries stay queued for the next write. Other
-        queued writes (:meth:`write_with`) go along, but alone they wait for their
-        timer: nothing durable rests on them."""
+        ``entries`` (made by :meth:`AgentJournal.entry`: a turn's marker) go in it too,
+        in the queued entries' INSERT. When that transaction fails, its queued entries
+        stay queued for the next write; ``then`` and ``entries`` do not. Other queued
+        writes (:meth:`write_with`) go along, but alone they wait for their timer:
+        nothing durable rests on them."""
         while self._writer is not None:  # the batch being written goes first
             await asyncio.wait([self._writer])
         if self._failed is not None:
             raise self._failed
-        if self._rows or self._invocation is not None or then is not None:
-            await asyncio.shield(self._write_batch(then))
+        if self._rows or self._invocation is not None or then is not None or entries:
+            await asyncio.shield(self._write_batch(then, entries))
         self.response_unsaved = False
 
     @property
@@ -253,8 +262,11 @@ class RunJournal:
         if self._writer is None and self._failed is None and self._queued:
             self._write_batch(None)
 
-    def _write_batch(self, then: Callable[[], None] | None) -> asyncio.Future[None]:
-        """Write what is queued (and ``then``) in one transaction, as the only writer."""
+    def _write_batch(
+        self, then: Callable[[], None] | None, entries: Sequence[QueuedEntry] = ()
+    ) -> asyncio.Future[None]:
+        """Write what is queued (and ``then`` and ``entries``) in one transaction, as
+        the only writer."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -268,7 +280,7 @@ class RunJournal:
         short = then is not None and invocation is None
         write = store.db.write_short if short else functools.partial(store.call, store.db.together)
         writing = self._writer = asyncio.ensure_future(
-            write(_write_batch, store, self.run_id, invocation, rows, writes)
+            write(_write_batch, store, self.run_id, invocation, [*rows, *entries], writes)
         )
 
         def written(future: asyncio.Future[None]) -> None:
@@ -318,9 +330,9 @@ class AgentJournal:
         """Queue an entry of this agent (see :meth:`RunJournal.write`)."""
         self.run.write(self.path, key, kind, body)
 
-    def add_now(self, key: str, kind: str, body: Any) -> None:
-        """:meth:`add` for code already on the store's thread (inside ``store.call``)."""
-        self.run.store.journal.add(self.run.run_id, self.path, key, kind, body)
+    def entry(self, key: str, kind: str, body: Any) -> QueuedEntry:
+        """An entry of this agent for :meth:`RunJournal.flush` to write with its batch."""
+        return (self.path, key, kind, body, time.time())
 
     # -- the start -----------------------------------------------------------------------
 
@@ -463,7 +475,7 @@ def _write_batch(
     store: StateStore,
     run_id: str,
     invocation: dict[str, Any] | None,
-    rows: list[tuple[str, str, str, Any, float]],
+    rows: list[QueuedEntry],
     writes: list[Callable[[], None]],
 ) -> None:
     """One batch, inside one transaction on the store's thread: the run's
@@ -477,7 +489,7 @@ def _write_batch(
         write()
 
 
-def _write_rows(store: StateStore, run_id: str, rows: list[tuple[str, str, str, Any, float]]) -> None:
+def _write_rows(store: StateStore, run_id: str, rows: list[QueuedEntry]) -> None:
     """Serialize and write queued entries (on the store's thread). A host call whose
     result is not JSON is journaled as the error the agent code got for it."""
     encoded = []

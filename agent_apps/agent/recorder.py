@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..budget import Price
     from ..run_record import RunRecord
     from ..state import StateStore
-    from .durable import AgentJournal
+    from .durable import AgentJournal, QueuedEntry
 
 __all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "STORE_TRACE", "Recorder"]
 
@@ -460,10 +460,11 @@ class Recorder:
                     memory=saved if saved is not _UNSET else None,
                     anchor=anchor,
                 )
-            if journal is not None and not replayed:  # the turn's messages, for export and replay
-                journal.add_now(f"t.{turn}", "turn", {"turn": turn, "messages": batch})
 
-        await self._commit(write)
+        # the turn's marker (its messages, for export and replay) goes in the INSERT of
+        # the turn's queued entries
+        marker = {"turn": turn, "messages": batch}
+        await self._commit(write, () if journal is None or replayed else (journal.entry(f"t.{turn}", "turn", marker),))
 
     # -- the turn in flight ------------------------------------------------------------
 
@@ -540,14 +541,14 @@ class Recorder:
         ended = self.retention == "run" and status != "waiting-approval"
         forget = ended and session is not None and not self.read_only
 
+        trace = None if self._trace is None else list(self._trace[0])
+
         def write() -> None:
-            store.runs.finish_agent(record, status=status, report=report)
+            store.runs.finish_agent(record, status=status, report=report, trace=trace)
             if forget:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
-            if self._trace is not None:
-                store.runs.save_trace(record.run_id, record.agent_id, list(self._trace[0]))  # type: ignore[arg-type]
 
         try:
             await self._commit(write)
@@ -558,13 +559,13 @@ class Recorder:
             if holding is not None:
                 await holding.aclose()
 
-    async def _commit(self, write: Callable[[], None]) -> None:
+    async def _commit(self, write: Callable[[], None], entries: Sequence[QueuedEntry] = ()) -> None:
         """Run ``write`` (store writes, short: :meth:`Database.write_short
         <agent_apps.state._db.Database.write_short>`) in one transaction, with every
-        journal entry still queued (written before it, so a turn's marker or the run's
-        end never stands without the host calls before it)."""
+        journal entry still queued and ``entries`` (written before it, so a turn's marker
+        or the run's end never stands without the host calls before it)."""
         if self.journal is not None:
-            await self.journal.run.flush(write)
+            await self.journal.run.flush(write, entries)
         else:
             await self.store.db.write_short(write)
 

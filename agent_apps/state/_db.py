@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import json
 import logging
 import os
 import re
@@ -44,7 +45,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-__all__ = ["MEMORY", "Connection", "Cursor", "Database", "Dialect", "is_postgres_url", "redact"]
+__all__ = [
+    "MEMORY", "ROWS_PER_INSERT", "Connection", "Cursor", "Database", "Dialect", "dump_json", "dump_json_or_repr",
+    "insert_rows", "is_postgres_url", "redact",
+]
 
 T = TypeVar("T")
 
@@ -54,6 +58,27 @@ MEMORY = ":memory:"
 _URL = re.compile(r"postgres(?:ql)?://", re.I)
 _SECRET_IN_NETLOC = re.compile(r"^(postgres(?:ql)?://[^:@/?#]*:)[^@/?#]*@", re.I)
 _SECRET_IN_QUERY = re.compile(r"([?&]password=)[^&#]*", re.I)
+
+
+#: JSON as the store keeps it in its text columns: compact, non-ASCII text as it is. An
+#: encoder made once (``json.dumps`` with options makes one a call).
+dump_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: The same, with a value JSON cannot hold stored as its ``repr`` (reports, traces).
+dump_json_or_repr = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr).encode
+
+#: Rows one INSERT takes at most (:func:`insert_rows`): each number of rows up to it is a
+#: statement text of its own, which a PostgreSQL connection prepares, so they stay few.
+ROWS_PER_INSERT = 8
+
+
+def insert_rows(conn: Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+    """Insert ``rows`` with one ``head VALUES (...), (...) tail`` statement per
+    :data:`ROWS_PER_INSERT` of them. On PostgreSQL ``executemany`` is a statement per
+    row, each one parsed, executed and answered by the server."""
+    for start in range(0, len(rows), ROWS_PER_INSERT):
+        chunk = rows[start : start + ROWS_PER_INSERT]
+        marks = ", ".join(["(" + ", ".join("?" * len(chunk[0])) + ")"] * len(chunk))
+        conn.execute(f"{head} VALUES {marks}{tail}", [value for row in chunk for value in row])
 
 
 def is_postgres_url(location: str | os.PathLike[str]) -> bool:
@@ -110,7 +135,7 @@ class Dialect:
     #: The change feed of runs (:mod:`.runs`). The statements of a write that take the
     #: next change number; the last one returns it.
     next_change: tuple[str, ...]
-    #: The statements of a write that give a run's row, already locked, the next change
+    #: The statements of a write that lock a run's row and then give it the next change
     #: number (the last one's parameter: the run's id); none returns anything.
     touch_run: tuple[str, ...]
     #: The number of the last change taken.
@@ -121,6 +146,9 @@ class Dialect:
     #: Run after runs were written with their numbers (``state copy``), so that the next
     #: change is numbered after them.
     reset_changes: str
+    #: The values of a JSON array of strings (one parameter: its text), as a subquery for
+    #: ``IN``: one statement text however many values, which PostgreSQL prepares once.
+    json_values: str
 
     def fts_query(self, terms: Iterable[str]) -> str:
         """A query matching any of ``terms`` (words: letters, digits and ``_``)."""

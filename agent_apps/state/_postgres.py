@@ -10,7 +10,8 @@ and nowhere else, and a missing one is reported when the store is first used.
 * **A pool of connections** (psycopg-pool, ``pool_size`` of them, default
   :data:`POOL_SIZE`) and as many threads for :meth:`Database.call`: unlike one SQLite
   file, the server runs the transactions of one process side by side.
-* **Transactions**: a write is one ``READ COMMITTED`` transaction in which every read
+* **Transactions**: a write is one ``READ COMMITTED`` transaction (the pipeline's
+  implicit one: no ``BEGIN`` or ``COMMIT`` is sent, see :meth:`PostgresDatabase._transaction`) in which every read
   that decides a write locks its rows (:attr:`Dialect.for_update`), so concurrent
   writers, on this machine or another, wait for each other as SQLite's would; a read is
   one ``REPEATABLE READ READ ONLY`` transaction, whose statements see one snapshot. A
@@ -22,8 +23,8 @@ and nowhere else, and a missing one is reported when the store is first used.
   the one that migrates); a newer one, or a schema that holds another program's tables,
   is refused naming the store, and nothing is changed.
 * **Pipelined**: a transaction's statements are sent as they come and their results
-  read when asked for, so an append (BEGIN, the session's row, the messages, COMMIT)
-  costs two round trips, not six.
+  read when asked for, so an append (the session's row, the messages, the commit)
+  costs two round trips, not three.
 * **Errors name the store**, its password hidden, in one line. A pooled connection the
   server closed while it waited (a server restarted since) is seen on its socket and
   replaced before anything is sent on it. A server that cannot be reached for
@@ -105,7 +106,14 @@ POSTGRESQL = Dialect(
     "FROM memory_files",
     # a sequence locks nothing; the shared lock tells watchers the number is not settled
     next_change=(_HOLD_CHANGE, "SELECT nextval('run_change_numbers')"),
-    touch_run=(_HOLD_CHANGE, "UPDATE runs SET seq = nextval('run_change_numbers') WHERE id = ?"),
+    # one statement, in this order: the run's row locked (a write to it waits here, before
+    # it holds a number), the shared lock held, then the number taken. The row lock is the
+    # one an UPDATE takes: rows inserted beside it that refer to the run do not wait for it
+    touch_run=(
+        "WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ? FOR NO KEY UPDATE), "
+        f"held AS MATERIALIZED ({_HOLD_CHANGE}, id FROM locked) "
+        "UPDATE runs SET seq = nextval('run_change_numbers') FROM held WHERE runs.id = held.id",
+    ),
     last_change="SELECT last_value FROM run_change_numbers",
     changes_in_flight=(
         "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid() "
@@ -113,6 +121,7 @@ POSTGRESQL = Dialect(
         f"AND classid = {CHANGE_LOCK} AND objid = (hashtext(current_schema()) & 2147483647)::oid AND objsubid = 2"
     ),
     reset_changes="SELECT setval('run_change_numbers', (SELECT coalesce(max(seq), 0) FROM runs))",
+    json_values="SELECT json_array_elements_text(?::json)",
 )
 
 
@@ -137,34 +146,32 @@ class _Connection:
     reads travel together with the next one that is read, or with the commit.
     """
 
-    __slots__ = ("pipeline", "raw")
+    __slots__ = ("raw",)
 
-    def __init__(self, raw: Any, pipeline: Any) -> None:
+    def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.pipeline = pipeline
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> _Cursor:
-        return _Cursor(self.raw.execute(_sql(sql), _text(parameters)), self.pipeline)
+        return _Cursor(self.raw.execute(_sql(sql), _text(parameters)))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> _Cursor:
         cursor = self.raw.cursor()
         cursor.executemany(_sql(sql), [_text(row) for row in parameters])
-        return _Cursor(cursor, self.pipeline)
+        return _Cursor(cursor)
 
 
 class _Cursor:
     """A statement's results, read from the server when first asked for."""
 
-    __slots__ = ("pipeline", "raw")
+    __slots__ = ("raw",)
 
-    def __init__(self, raw: Any, pipeline: Any) -> None:
+    def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.pipeline = pipeline
 
     @property
     def rowcount(self) -> int:
-        if self.raw.rowcount < 0:  # not read yet
-            self.pipeline.sync()
+        if self.raw.rowcount < 0:  # not read yet: ask the server for it (a Sync would end a write)
+            self.raw._fetch_pipeline()
         return int(self.raw.rowcount)
 
     def fetchone(self) -> Any:
@@ -212,10 +219,10 @@ class PostgresDatabase(Database):
     # -- access ------------------------------------------------------------------------
 
     def read(self) -> AbstractContextManager[_Connection]:
-        return self._transaction(_READ, "ROLLBACK")
+        return self._transaction(write=False)
 
     def write(self) -> AbstractContextManager[_Connection]:
-        return self._transaction(_WRITE, "COMMIT")
+        return self._transaction(write=True)
 
     @property
     def opened(self) -> bool:
@@ -238,30 +245,39 @@ class PostgresDatabase(Database):
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, begin: str, end: str) -> Iterator[_Connection]:
+    def _transaction(self, *, write: bool) -> Iterator[_Connection]:
         """One transaction on a pooled connection, its statements pipelined (see
-        :class:`_Connection`): ``begin`` goes with the block's first statement, ``end``
-        (``COMMIT``, or ``ROLLBACK`` for a read) with its last ones. A block that raises
-        is rolled back; an error of the server is raised as a :class:`StateError`. Inside
-        a write on this thread, the block joins it (see :meth:`Database.write`)."""
+        :class:`_Connection`). A read is ``BEGIN ... REPEATABLE READ READ ONLY`` (its
+        statements see one snapshot) to ``ROLLBACK``. A write is the pipeline's implicit
+        transaction: the server runs the statements sent before the pipeline's Sync
+        (sent when the block ends) as one ``READ COMMITTED`` transaction and commits it
+        there, so it needs no ``BEGIN`` and no ``COMMIT`` statement. A block that raises
+        is rolled back (a write by a ``ROLLBACK`` sent before the Sync, which aborts the
+        implicit transaction); an error of the server is raised as a :class:`StateError`.
+        Inside a write on this thread, the block joins it (see :meth:`Database.write`)."""
         joined = self._joined()
         if joined is not None:
             yield joined
             return
         pool, raw = self._connection()
-        ending = False
+        committing = False
         try:
-            with raw.pipeline() as pipeline:
-                raw.execute(begin)
-                if end == "COMMIT":
-                    with self._writing(_Connection(raw, pipeline)) as conn:
-                        yield conn
+            with raw.pipeline():
+                conn = _Connection(raw)
+                if write:
+                    try:
+                        with self._writing(conn):
+                            yield conn
+                    except BaseException:
+                        _abort(raw)
+                        raise
+                    committing = True
                 else:
-                    yield _Connection(raw, pipeline)
-                raw.execute(end)
-                ending = True
+                    raw.execute(_READ)
+                    yield conn
+                    raw.execute("ROLLBACK")
         except psycopg.Error as exc:
-            if ending and end == "COMMIT" and raw.closed:
+            if committing and raw.closed:
                 raise StateError(
                     f"the connection to the server was lost while committing a write ({_reason(exc)}): it may or "
                     "may not have been saved; everything committed before it was",
@@ -387,10 +403,10 @@ class PostgresDatabase(Database):
             try:
                 self._migrate(conn)
                 if self._on_open:
-                    with conn.pipeline() as pipeline:
+                    with conn.pipeline():
                         conn.execute(_READ)
                         for fn in self._on_open:
-                            opened(fn, _Connection(conn, pipeline))
+                            opened(fn, _Connection(conn))
                         conn.execute("ROLLBACK")
             except psycopg.Error as exc:
                 raise self._error(exc) from None
@@ -553,6 +569,14 @@ def _alive(conn: Any) -> bool:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN)
     return not poller.poll(0)
+
+
+def _abort(raw: Any) -> None:
+    """Abort a write's implicit transaction before its pipeline's Sync would commit it."""
+    try:
+        raw.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # the server aborted it already (a statement failed), or the connection is gone
 
 
 def _configure(conn: Any) -> None:

@@ -75,6 +75,7 @@ SQLITE = Dialect(
     last_change="SELECT n FROM run_changes WHERE id = 1",
     changes_in_flight="",
     reset_changes="UPDATE run_changes SET n = (SELECT coalesce(max(seq), 0) FROM runs) WHERE id = 1",
+    json_values="SELECT value FROM json_each(?)",
 )
 
 

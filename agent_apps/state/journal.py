@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ._db import Database
+from ._db import Database, insert_rows
+from ._db import dump_json as _dump
 from .errors import NotResumable
 from .runs import INTERRUPTED, RunInfo, find_run, touch_run
 
@@ -69,10 +70,6 @@ class Checkpoint:
         }
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 class Journal:
     """``store.journal``: write and read the journal and checkpoints of runs."""
 
@@ -104,10 +101,11 @@ class Journal:
     def add_rows(self, run_id: str, rows: builtins.list[tuple[str, str, str, str, float]]) -> None:
         """Append entries ``(agent, key, kind, body as JSON text, time)`` in one transaction."""
         with self.db.write() as conn:
-            conn.executemany(
-                "INSERT INTO journal (run_id, agent, key, kind, body, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id, agent, key) DO NOTHING",
+            insert_rows(
+                conn,
+                "INSERT INTO journal (run_id, agent, key, kind, body, created_at)",
                 [(run_id, *row) for row in rows],
+                " ON CONFLICT (run_id, agent, key) DO NOTHING",
             )
 
     def pend(self, run_id: str, pending: dict[str, Any]) -> None:

@@ -28,7 +28,6 @@ made sense where the run ran (search path, working folder, authority, decision).
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from ..authority import UNTRUSTED_CONFIG_KEYS, Authority, check_call_as
 from ..errors import ToolNotAllowed
 from ..run_record import id_problem
 from ..skill import Skill, is_skill_name
+from ._db import dump_json
 from .errors import AlreadyExists, NotFound, SnapshotInvalid
 from .runs import find_run, touch_run
 from .sessions import session_id_problem
@@ -349,7 +349,7 @@ def _check(data: Any, text: str | None, source: str) -> None:
 
 
 def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return None if value is None else dump_json(value)
 
 
 def _version() -> str:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._db import Connection, Database, Dialect
+from ._db import dump_json_or_repr as _dump
 from .errors import NotFound, NotResumable
 
 if TYPE_CHECKING:
@@ -179,10 +180,6 @@ def process_gone(pid: int | None, host: str | None) -> bool:
     return False
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
-
-
 #: The change number a write gave a run (:func:`touch_run`), as an SQL value for the
 #: rows of its agents that the same transaction writes; its parameter is the run's id.
 RUN_SEQ = "(SELECT seq FROM runs WHERE id = ?)"
@@ -198,14 +195,17 @@ def touch_runs(conn: Connection, dialect: Dialect, run_ids: builtins.list[str]) 
     """Give the runs ``run_ids`` the next change number, one for all (see :func:`touch_run`).
 
     The runs' rows are locked first, and the number taken after: two writes to one run
-    take their numbers in the order they commit, on either backend (module docstring)."""
+    take their numbers in the order they commit, on either backend (module docstring).
+    The first run's lock is in the dialect's statements (one on PostgreSQL); the
+    others' are taken before them, by an UPDATE that changes nothing."""
     if not run_ids:
         return
-    conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in run_ids])
+    first, *others = run_ids
+    if others:
+        conn.executemany("UPDATE runs SET seq = seq WHERE id = ?", [(run_id,) for run_id in others])
     *take, give = dialect.touch_run
     for statement in take:
         conn.execute(statement)
-    first, *others = run_ids
     conn.execute(give, (first,))
     if others:
         conn.executemany(f"UPDATE runs SET seq = {RUN_SEQ} WHERE id = ?", [(first, run_id) for run_id in others])
@@ -313,18 +313,20 @@ class Runs:
         """An agent run starts: its row, and the run's (new, or running again)."""
         assert record.agent_id is not None
         now = time.time()
+        # an outermost agent runs its run again: a row made before (a scheduler's claim,
+        # an earlier outermost agent) is running again, and gets the run's tenant too
+        again = " DO NOTHING"
+        if record.parent is None:
+            again = (
+                " DO UPDATE SET status = 'running', ended_at = NULL, "
+                "tenant_id = coalesce(runs.tenant_id, excluded.tenant_id)"
+            )
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO runs (id, session_id, name, status, started_at, pid, host, tenant_id) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (id){again}",
                 (record.run_id, record.session_id, name, now, os.getpid(), _HOST, record.tenant_id),
             )
-            if record.parent is None:  # a row made before (a scheduler's claim) gets the run's tenant too
-                conn.execute(
-                    "UPDATE runs SET status = 'running', ended_at = NULL, tenant_id = coalesce(tenant_id, ?) "
-                    "WHERE id = ?",
-                    (record.tenant_id, record.run_id),
-                )
             self._touch(conn, record.run_id)
             conn.execute(
                 "INSERT INTO agents (run_id, id, parent_id, depth, name, session_id, status, started_at, seq) "
@@ -349,12 +351,18 @@ class Runs:
                 (step, record.run_id, record.run_id, record.agent_id),
             )
 
-    def finish_agent(self, record: RunRecord, *, status: str, report: dict[str, Any]) -> None:
-        """An agent run ended with ``status``; its usage counts toward the run's."""
+    def finish_agent(
+        self, record: RunRecord, *, status: str, report: dict[str, Any], trace: list[dict[str, Any]] | None = None
+    ) -> None:
+        """An agent run ended with ``status``; its usage counts toward the run's. A
+        ``trace`` is stored with it (:meth:`save_trace`) in the same statement."""
         now = time.time()
+        assign, values = "status = ?, ended_at = ?, live = NULL", [status, now]
+        if trace is not None:
+            assign, values = f"{assign}, trace = ?", [*values, _dump(trace)]
         with self.db.write() as conn:
             self._touch(conn, record.run_id)
-            _write_report(conn, record, report, "status = ?, ended_at = ?, live = NULL", status, now)
+            _write_report(conn, record, report, assign, *values)
             if record.parent is None:  # the run ends with its last outermost agent: a stop asked of it is void
                 conn.execute(
                     "UPDATE runs SET status = ?, ended_at = ?, stop_requested = NULL WHERE id = ? AND NOT EXISTS "
@@ -416,10 +424,11 @@ class Runs:
         """The stop requests pending for these runs: the reason, by run id."""
         if not run_ids:
             return {}
-        marks = ", ".join("?" * len(run_ids))
+        ids = self.db.dialect.json_values
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT id, stop_reason FROM runs WHERE stop_requested IS NOT NULL AND id IN ({marks})", run_ids
+                f"SELECT id, stop_reason FROM runs WHERE stop_requested IS NOT NULL AND id IN ({ids})",
+                (json.dumps(run_ids),),
             ).fetchall()
         return {ident: reason or "stopped" for ident, reason in rows}
 

@@ -27,6 +27,7 @@ from typing import Any
 from ..authority import Authority
 from ..timing import CATCH_UP, When, iso
 from ._db import Cursor, Database
+from ._db import dump_json as _dump
 from .errors import AlreadyExists, NotFound
 from .runs import touch_runs
 
@@ -307,7 +308,3 @@ def _run_id() -> str:
     import uuid
 
     return uuid.uuid4().hex
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

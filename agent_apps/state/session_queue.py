@@ -174,7 +174,8 @@ def _first(rows: list[Any], ticket: int) -> tuple[Any | None, list[int]]:
 
 def _remove(conn: Connection, dead: list[int]) -> None:
     """Remove the dead tickets ``dead``."""
-    conn.executemany("DELETE FROM session_queue WHERE ticket = ?", [(t,) for t in dead])
+    if dead:
+        conn.executemany("DELETE FROM session_queue WHERE ticket = ?", [(t,) for t in dead])
 
 
 def _alive(row: sqlite3.Row | tuple[Any, ...], now: float) -> bool:

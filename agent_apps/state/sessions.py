@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..run_record import id_problem
-from ._db import Database
+from ._db import Database, insert_rows
+from ._db import dump_json as _dump
 from .errors import AlreadyExists, NotFound
 from .messages import Entry, History, Message, estimate_tokens, stale_form
 
@@ -73,13 +74,27 @@ def _info(row: tuple[Any, ...]) -> SessionInfo:
     )
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
 
 def _stale(message: Message) -> str | None:
     form = stale_form(message)
     return None if form is None else _dump(form)
+
+
+#: Appending messages: the session's row made or grown, its last message's number returned.
+_APPEND = (
+    "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET seq = sessions.seq + excluded.seq, tokens = sessions.tokens + excluded.tokens, "
+    "updated_at = excluded.updated_at, memory = coalesce(excluded.memory, sessions.memory) RETURNING seq"
+)
+#: The same with the provider's anchor ``(tokens, index)``: the history it counted ends at
+#: message number ``seq + index`` (``seq`` before this append: 0 for a new session).
+_APPEND_ANCHORED = (
+    "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory, anchor_tokens, anchor_seq) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET seq = sessions.seq + excluded.seq, tokens = sessions.tokens + excluded.tokens, "
+    "updated_at = excluded.updated_at, memory = coalesce(excluded.memory, sessions.memory), "
+    "anchor_tokens = excluded.anchor_tokens, anchor_seq = sessions.seq + excluded.anchor_seq RETURNING seq"
+)
 
 
 class Sessions:
@@ -168,28 +183,20 @@ class Sessions:
         tokens = [estimate_tokens(m) for m in messages]
         bodies = [_dump(m) for m in messages]
         saved = None if memory is None else _dump(memory)
+        row: tuple[Any, ...] = (session_id, now, now, len(messages), sum(tokens), saved)
         with self.db.write() as conn:
             (last,) = conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at, seq, tokens, memory) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET seq = sessions.seq + excluded.seq, "
-                "tokens = sessions.tokens + excluded.tokens, updated_at = excluded.updated_at, "
-                "memory = coalesce(excluded.memory, sessions.memory) RETURNING seq",
-                (session_id, now, now, len(messages), sum(tokens), saved),
+                _APPEND if anchor is None else _APPEND_ANCHORED, row if anchor is None else (*row, *anchor)
             ).fetchone()
             first = last - len(messages) + 1
-            conn.executemany(
-                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            insert_rows(
+                conn,
+                "INSERT INTO messages (session_id, seq, run_id, created_at, role, tokens, body, stale)",
                 [
                     (session_id, first + i, run_id, now, m.get("role"), tokens[i], bodies[i], _stale(m))
                     for i, m in enumerate(messages)
                 ],
             )
-            if anchor is not None:
-                conn.execute(
-                    "UPDATE sessions SET anchor_tokens = ?, anchor_seq = ? WHERE id = ?",
-                    (anchor[0], first + anchor[1] - 1, session_id),
-                )
         return int(last)
 
     def compact(self, session_id: str, *, through: int, summary: str | None) -> bool:

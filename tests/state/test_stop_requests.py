@@ -83,3 +83,15 @@ def test_an_unknown_run_is_not_found(state_location):
     store = StateStore(state_location)
     with pytest.raises(NotFound):
         store.runs.stop("nope", "x")
+
+
+def test_the_poll_asks_about_any_number_of_runs_at_once(state_location):
+    """A process polls for the stop requests of all the runs it runs in one statement
+    with one parameter: more runs than a statement may have parameters (PostgreSQL
+    65,535, SQLite 32,766) are asked about at once."""
+    store = StateStore(state_location)
+    started(store, "aaaa1111")
+    store.runs.stop("aaaa1111", "enough")
+    others = [f"run-{n}" for n in range(70_000)]
+    assert store.runs.stop_requests([*others, "aaaa1111"]) == {"aaaa1111": "enough"}
+    store.close()

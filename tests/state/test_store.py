@@ -644,3 +644,51 @@ def test_writes_inside_a_write_join_it_and_commit_or_roll_back_with_it(state_loc
     finally:
         store.close()
         watcher.close()
+
+
+def test_a_write_is_one_transaction_whatever_it_reads_or_wherever_it_fails(state_location):
+    """A write's row count read before its end (a create-if-absent) does not end it: a
+    failure after that takes back the statements before it, and so does a statement the
+    server refuses. Nothing of either write is seen, and the store goes on working."""
+    store, watcher = StateStore(state_location), StateStore(state_location)
+    try:
+        store.sessions.begin("s")
+        with pytest.raises(RuntimeError, match="after the count"):
+            with store.db.write() as conn:
+                assert conn.execute("UPDATE sessions SET summary = 'x' WHERE id = 's'").rowcount == 1
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('t', 0, 0)")
+                raise RuntimeError("failed after the count")
+        with pytest.raises(StateError):
+            with store.db.write() as conn:
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('u', 0, 0)")
+                conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', 0, 0)")  # there already
+        assert [info.id for info in watcher.sessions.list()] == ["s"]
+        assert watcher.sessions.get("s").summary is None
+        store.sessions.append("s", [{"role": "user", "text": "still working"}])
+        assert [e.message["text"] for e in watcher.sessions.messages("s")] == ["still working"]
+    finally:
+        store.close()
+        watcher.close()
+
+
+def test_many_rows_are_written_together_in_order_and_a_row_already_there_stays(state_location):
+    """A journal batch (``insert_rows``: one multi-row INSERT per ROWS_PER_INSERT rows)
+    of more rows than one INSERT takes stores every row, in order, on both backends; an
+    entry already under a key keeps its body."""
+    from agent_apps.run_record import RunRecord
+    from agent_apps.state._db import ROWS_PER_INSERT
+
+    store = StateStore(state_location)
+    try:
+        record = RunRecord("run1").child()
+        store.runs.start_agent(record, name="worker")
+        store.journal.add("run1", "a1", "k.0", "host", {"first": True})
+        count = 2 * ROWS_PER_INSERT + 3
+        rows = [("a1", f"k.{n}", "host", json.dumps({"n": n, "text": "x\x00y"}), float(n)) for n in range(count)]
+        store.journal.add_rows("run1", rows)
+        entries = store.journal.entries("run1")
+        assert [e.key for e in entries] == [f"k.{n}" for n in range(count)]
+        assert entries[0].body == {"first": True}
+        assert [e.body["n"] for e in entries[1:]] == list(range(1, count))
+    finally:
+        store.close()
