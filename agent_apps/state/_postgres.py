@@ -539,7 +539,7 @@ class PostgresDatabase(Database):
         text = self._scrub(_reason(exc))
         if psycopg is not None and isinstance(exc, psycopg.errors.LockNotAvailable):
             return StateError(f"another process kept a lock for more than {LOCK_TIMEOUT:g} s ({text})", path=self.path)
-        if psycopg is not None and isinstance(exc, psycopg.OperationalError):
+        if psycopg is not None and isinstance(exc, psycopg.OperationalError) and _lost(exc):
             return StateError(
                 f"the connection to the server was lost ({text}): the transaction in flight was not committed; "
                 "everything committed before it was",
@@ -588,6 +588,17 @@ def _reason(exc: BaseException) -> str:
     """The first line of a psycopg error (its others are hints and context)."""
     text = str(exc).strip()
     return " ".join(text.splitlines()[:1]) or type(exc).__name__
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether an error means the connection is gone (the server or the network closed
+    it, the server shutting down), not that a statement failed on a live connection (a
+    statement cancelled at its timeout, a query libpq refused to send)."""
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        return state.startswith(("08", "57P"))  # connection exception; operator intervention
+    pgconn = getattr(exc, "pgconn", None)
+    return pgconn is None or pgconn.status != psycopg.pq.ConnStatus.OK
 
 
 def _transient(exc: BaseException) -> bool:

@@ -247,3 +247,14 @@ def test_a_pool_with_every_connection_in_use_says_so(monkeypatch, postgres_url):
         with pytest.raises(StateError, match=r"no connection of its pool came free .* \(all 1 in use\): .*pool_size"):
             store.sessions.list()
     assert store.sessions.list() == []  # and the store goes on
+
+
+def test_a_statement_that_fails_on_a_live_connection_is_not_called_a_lost_connection(postgres_url):
+    store = StateStore(postgres_url)
+    store.sessions.append("s", [{"role": "user", "text": "kept"}])
+    with pytest.raises(StateError) as failed:
+        with store.db.write() as conn:
+            conn.execute("SET LOCAL statement_timeout = 20")
+            conn.execute("SELECT pg_sleep(2)")  # cancelled by the server: an OperationalError, the connection lives
+    assert "QueryCanceled" in str(failed.value) and "connection" not in str(failed.value)
+    assert store.sessions.append("s", [{"role": "user", "text": "after"}]) == 2  # the store goes on
