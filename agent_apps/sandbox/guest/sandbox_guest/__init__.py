@@ -12,8 +12,6 @@ so every check that matters is repeated host-side.
 """
 
 import gc
-from collections.abc import Callable
-from functools import partial
 
 import wit_world
 
@@ -43,38 +41,6 @@ _runner.reset()
 # instance's lifetime: move it out of the cyclic GC's sight. Without this a
 # collection walks ~16,000 runtime objects (~10 ms in wasm) at random runs.
 gc.collect()
-gc.freeze()
-
-
-#: CPython's small-object allocator carves its blocks out of pools of this many bytes.
-_POOL_SIZE = 16 * 1024
-
-
-def _fill_allocator_holes() -> list:
-    """Objects that take every free block CPython's small-object allocator holds in the
-    snapshot's partly used pools, kept for the instance's lifetime.
-
-    Without them a run's new objects land in those holes, one here and one there across
-    the whole heap, and each write to a snapshot page is a copy-on-write fault. With
-    them they are packed into blocks never used before, a few pages per size class.
-    A size class is full once its blocks come out one after the other for nearly a
-    whole pool (only a pool never used before has that many in a row); the count
-    bounds the loop should that never happen."""
-    keep = []
-    makers: list[tuple[int, Callable[[], object]]] = [(16, object), (32, partial(float, 1))]  # 16 and 32 bytes
-    makers += [(size, partial(bytes, size - 33)) for size in range(48, 513, 16)]  # one class each
-    for size, make in makers:
-        last, in_a_row, count = 0, 0, 0
-        while in_a_row < (_POOL_SIZE - 64) // size - 2 and count < 100_000:
-            block = make()
-            keep.append(block)
-            address = id(block)
-            in_a_row = in_a_row + 1 if address - last == size else 0
-            last, count = address, count + 1
-    return keep
-
-
-_FILLERS = _fill_allocator_holes()
 gc.freeze()
 
 
