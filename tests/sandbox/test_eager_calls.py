@@ -164,13 +164,12 @@ def test_a_keyboard_interrupt_in_a_calls_first_step_stops_the_loop_before_the_gu
     assert names == ["interrupt"]
 
 
-@pytest.mark.anyio
-async def test_cancelling_the_run_reaches_a_call_suspended_in_its_first_step():
-    reached: list[str] = []
-    started = asyncio.Event()
+def waiting_host(reached: list[str], started: asyncio.Event | None = None) -> Any:
+    """A ``call_host`` whose calls wait until cancelled, then note their name in ``reached``."""
 
     async def call_host(name: str, args: Any) -> Any:
-        started.set()
+        if started is not None:
+            started.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -178,7 +177,14 @@ async def test_cancelling_the_run_reaches_a_call_suspended_in_its_first_step():
             raise
         return 1
 
-    s = await Sandbox.start(limits=SandboxLimits(timeout=20), call_host=call_host)
+    return call_host
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_run_reaches_a_call_suspended_in_its_first_step():
+    reached: list[str] = []
+    started = asyncio.Event()
+    s = await Sandbox.start(limits=SandboxLimits(timeout=20), call_host=waiting_host(reached, started))
     try:
         run = asyncio.ensure_future(s.run("await ctx.manager.invoke('waits', {})"))
         await started.wait()
@@ -200,16 +206,7 @@ async def test_a_call_the_guest_cancels_before_its_task_ran_is_cancelled_on_the_
     """The guest cancels a call in the wait right after it started it: the call's task
     has not taken its own first step yet, and the cancel still reaches the call."""
     reached: list[str] = []
-
-    async def call_host(name: str, args: Any) -> Any:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            reached.append(name)
-            raise
-        return 1
-
-    s = await Sandbox.start(limits=SandboxLimits(timeout=20), call_host=call_host)
+    s = await Sandbox.start(limits=SandboxLimits(timeout=20), call_host=waiting_host(reached))
     try:
         res = await s.run(
             "t = asyncio.ensure_future(ctx.manager.invoke('waits', {}))\n"

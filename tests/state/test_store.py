@@ -190,6 +190,12 @@ def test_where_the_store_lives(tmp_path, monkeypatch):
     assert cm.state.path == str(tmp_path / "explicit.db")
 
 
+async def _loop_turns(ticks: int) -> None:
+    """Until the event loop has woken a 10 ms timer ``ticks`` times: it was not blocked."""
+    for _ in range(ticks):
+        await asyncio.sleep(0.01)
+
+
 def test_a_busy_database_stalls_the_store_thread_not_the_event_loop(tmp_path):
     path = tmp_path / "state.db"
     store = StateStore(path)
@@ -198,23 +204,11 @@ def test_a_busy_database_stalls_the_store_thread_not_the_event_loop(tmp_path):
     blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
 
     async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
         write = asyncio.create_task(store.call(store.sessions.append, "s", [{"role": "user", "text": "x"}]))
-        while ticks < 5:
-            await asyncio.sleep(0.01)
+        await _loop_turns(5)
         assert not write.done()  # still waiting for the lock, while the loop runs on
         blocker.execute("COMMIT")
-        last = await asyncio.wait_for(write, 30)
-        task.cancel()
-        return last
+        return await asyncio.wait_for(write, 30)
 
     assert asyncio.run(main()) == 1
 
@@ -284,22 +278,11 @@ def test_a_short_write_waits_for_another_process_on_the_store_thread_not_the_eve
     safety.start()
 
     async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
         write = asyncio.create_task(store.db.write_short(append, "s", [{"role": "user", "text": "x"}]))
-        while ticks < 5:
-            await asyncio.sleep(0.01)
+        await _loop_turns(5)
         assert not write.done()  # waiting for the lock on the store's thread, while the loop runs on
         let_go()
         count = await asyncio.wait_for(write, 30)
-        task.cancel()
         return count, threading.get_ident()
 
     count, loop_thread = asyncio.run(main())
