@@ -9,6 +9,7 @@ from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ._random import token_urlsafe
 from .config import Cascade, Layer, agent_apps_home, key_table
 from .errors import AgentAppsError, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
@@ -478,9 +479,7 @@ class ContextManager:
         agent code can never use it (it is not a bare name). It is released when
         ``owner``'s invocation ends (or by :meth:`release`).
         """
-        import secrets
-
-        ref = f"{CALLBACK_SCHEME}{name}.{secrets.token_urlsafe(12)}"
+        ref = f"{CALLBACK_SCHEME}{name}.{token_urlsafe(12)}"
         self._callbacks[ref] = Skill(
             name=name,
             description=description,

@@ -43,3 +43,31 @@ def test_consecutive_invoke_sync_runs_each_take_a_pooled_sandbox(steady):
     for _ in range(20):
         assert steady.invoke_sync("once") == 1
     assert (pool.stats.pooled - pooled, pool.stats.fresh - fresh) == (20, 0)
+
+
+def test_a_one_turn_run_reads_the_cascades_layers_only_to_resolve_it(steady, monkeypatch):
+    # a layer's files are checked by their mtime each time: with no model.workspace in
+    # any layer, the run's settings do not read the layers again to find where it was set
+    read = []
+    layers = config.Cascade.layers
+    monkeypatch.setattr(config.Cascade, "layers", lambda self, *a: read.append(a) or layers(self, *a))
+    resolves = []
+    resolve = config.Cascade.resolve
+    monkeypatch.setattr(config.Cascade, "resolve", lambda self, *a: resolves.append(a) or resolve(self, *a))
+    assert steady.invoke_sync("once") == 1
+    assert len(read) == len(resolves), [(skill.name if skill else None) for skill, *_ in read]
+
+
+def test_a_one_turn_run_draws_its_ids_and_refs_from_a_buffer_not_one_system_call_each(steady, monkeypatch):
+    # each os.urandom releases the GIL on the event loop's thread; the run's ids, callback
+    # refs and seeds come from one buffer (agent_apps._random), refilled 4 KiB at a time
+    import os
+
+    from agent_apps import _random
+
+    asked = []
+    urandom = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda size: asked.append(size) or urandom(size))
+    for _ in range(3):
+        assert steady.invoke_sync("once") == 1
+    assert [size for size in asked if size < _random.REFILL] == [], asked
