@@ -91,6 +91,9 @@ class ContextManager:
         self._files: dict[tuple[str, int], Skill] = {}
         self._inline: dict[str, Skill] = {}
         self._middleware_fns: dict[Any, MiddlewareFn] = {}
+        #: The ``agent-code`` skills of this manager's agent runs (agent/executor.py), by
+        #: agent and allowed-tools, so that what a skill caches is made once per agent.
+        self._code_skills: dict[tuple[str, str | None], Skill] = {}
         self._loop_for_threads: asyncio.AbstractEventLoop | None = None
         self._registered: dict[str, Skill] = {}
         self._state: Any = state
@@ -197,6 +200,7 @@ class ContextManager:
         self._keys = None
         self._files.clear()
         self._middleware_fns.clear()
+        self._code_skills.clear()
 
     def register(self, skill: Skill, *, replace: bool = False) -> None:
         """Make ``skill`` a named skill of this manager for as long as it lives (what
