@@ -10,8 +10,9 @@ in every call, and checked in what comes back and in the result. Admission contr
 in line. Prints the wall time, the latency of a run from its start to its result
 (p50, p99, waiting included), the peak of live sandboxes, the peak RSS of the
 process and its CPU time per run, split by thread (the event loop's, the store's, the
-sandbox pool's: they share the GIL, so this shows what bounds the runs per second), and
-how much of the event loop's was spent running wasm. A run that sees another's data
+sandbox pool's: they share the GIL, so this shows what bounds the runs per second), how
+much of the event loop's was spent running wasm, and how much in the cyclic garbage
+collector. A run that sees another's data
 fails the benchmark.
 """
 
@@ -69,6 +70,28 @@ def time_the_sandbox() -> list[float]:
     return spent
 
 
+def time_the_collector() -> dict[int, list[float]]:
+    """Count the event loop thread's CPU in the cyclic garbage collector from now on, by
+    generation: ``{generation: [collections, CPU seconds]}``. Runs waiting for a sandbox
+    hold their objects, so a full collection walks every waiting run's."""
+    import gc
+
+    spent: dict[int, list[float]] = {generation: [0, 0.0] for generation in range(3)}
+    loop, started = threading.get_ident(), [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if threading.get_ident() != loop:
+            return
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            spent[info["generation"]][0] += 1
+            spent[info["generation"]][1] += time.thread_time() - started[0]
+
+    gc.callbacks.append(timed)
+    return spent
+
+
 def thread_cpu() -> dict[str, float]:
     """CPU seconds (user and system) of each of this process's threads, by the part
     it plays: the event loop's, the store's, the sandbox pool's, the others (Linux)."""
@@ -121,6 +144,7 @@ async def main() -> None:
         await one(cm, -1)  # load the sandbox component, open the store
         rss_before = peak_rss_mb()
         in_sandbox = time_the_sandbox()
+        collector = time_the_collector()
         cpu_before, process_before = thread_cpu(), time.process_time()
         start = time.perf_counter()
         latencies = await asyncio.gather(*(one(cm, n) for n in range(options.runs)))
@@ -143,6 +167,12 @@ async def main() -> None:
     calls, in_wall, in_cpu = (value / options.runs for value in in_sandbox)
     print(f"  in the sandboxes   {in_cpu * 1000:8.1f} ms of the event loop's CPU per run ({calls:.1f} calls into wasm, "
           f"{in_wall * 1000:.1f} ms wall)")
+    per_generation = ", ".join(
+        f"generation {generation} {count / options.runs:.2f} times {seconds / options.runs * 1000:.2f} ms"
+        for generation, (count, seconds) in collector.items()
+    )
+    print(f"  garbage collector  {sum(s for _, s in collector.values()) / options.runs * 1000:8.1f} ms of the event "
+          f"loop's CPU per run ({per_generation})")
 
 
 if __name__ == "__main__":
