@@ -38,8 +38,9 @@ __all__ = ["CodeExecutor", "code_skill"]
 #: Event loop ticks without a new call after which the parallel calls of a turn run.
 SETTLE_TICKS = 3
 
-#: The ``agent-code`` skills a manager keeps (the oldest made is dropped first): agent
-#: code may start sub-agents with allowed-tools of its own, each a new one.
+#: The ``agent-code`` skills a manager keeps before it drops them all and starts again:
+#: agent code may start sub-agents with allowed-tools of its own, each a new one. A
+#: clear is one step, safe beside another thread's run (``invoke_sync`` from threads).
 CODE_SKILLS = 256
 
 #: Where an ``agent-code`` invocation holds the executor of its run (``ctx.internals``).
@@ -55,7 +56,7 @@ def code_skill(cm: ContextManager, agent: str, allowed_tools: str | None) -> Ski
     skill = skills.get((agent, allowed_tools))
     if skill is None:
         if len(skills) >= CODE_SKILLS:
-            del skills[next(iter(skills))]
+            skills.clear()
         skill = skills[(agent, allowed_tools)] = Skill(
             name="agent-code",
             description=f"code written by agent {agent}",
