@@ -433,7 +433,7 @@ class AgentJournal:
         body = {"skill": call.skill, "args": call.args, **outcome}
         if call.next:
             body["next"] = True
-        self.write(call.key, "call", body)
+        self.run.write(self.path, call.key, "call", body)  # one call less than self.write: once per host call
 
     def decision_for(self, call: HostCall) -> tuple[str, Any] | None:
         """The human's decision on ``call``, when it is the one a resumed run waited for:
