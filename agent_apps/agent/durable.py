@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._json import encoder
 from ..authority import DELEGATION, Authority, Delegation, invoke_as
 from ..errors import ReplayDiverged
 
@@ -468,7 +469,7 @@ class AgentJournal:
 
 #: The journal's encoder, made once (``json.dumps`` with options builds one per entry);
 #: what is not JSON raises, and is journaled as the error the code got.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_encode = encoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _write_batch(
@@ -495,7 +496,7 @@ def _write_rows(store: StateStore, run_id: str, rows: list[QueuedEntry]) -> None
     encoded = []
     for agent, key, kind, body, at in rows:
         try:
-            text = _ENCODER.encode(body)
+            text = _encode(body)
         except (TypeError, ValueError) as exc:
             problem = f"{body.get('skill')!r} returned a value that is not JSON: {exc}"
             error = {"skill": body.get("skill"), "args": body.get("args"), "ok": False,

@@ -28,7 +28,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
-from .._json import MAX_DEPTH
+from .._json import MAX_DEPTH, encoder
 from .._json import loads as _loads
 from ._refs import options_refusal, ref_refusal
 
@@ -46,12 +46,12 @@ MAX_ERROR_MESSAGE = 8 * 1024
 #: gathered calls, each within the payload limit); more is refused before parsing.
 MAX_BATCH_PAYLOADS = 16
 #: One encoder for every call result (``json.dumps`` with options builds one per call).
-_encode = json.JSONEncoder(allow_nan=False).encode
+_encode = encoder(allow_nan=False)
 _Coroutine = types.CoroutineType
 #: asyncio's own record of the running task, which a task's step sets and clears.
 _enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task
 #: What ``asyncio.current_task(loop)`` reads, without its Python frame (once per host call).
-_current_tasks = asyncio.tasks._current_tasks
+_current_tasks: dict[Any, Any] = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
 
 
 class GuestCalls:

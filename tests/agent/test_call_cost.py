@@ -51,8 +51,9 @@ def _counts(cm: ContextManager, skill: str) -> dict[tuple[str, str], int]:
 def test_a_host_call_makes_none_of_the_calls_it_has_no_use_for(cm):
     """Per host call, nothing runs that has nothing to do: no attachments to check, no
     span to end, no journal to look up in a run that is not resumed, no awaitable test
-    of the gateway's coroutine, no layer between the journal's entry and its queue; and
-    without OpenTelemetry imported, no look for a tracer."""
+    of the gateway's coroutine, no layer between the journal's entry and its queue, no
+    Python frames of the json module around its C encoder and scanner; and without
+    OpenTelemetry imported, no look for a tracer."""
     idle, busy = _counts(cm, "calls0"), _counts(cm, "calls40")
     per_call = [
         ("pipeline.py", "_attachments"),
@@ -60,12 +61,16 @@ def test_a_host_call_makes_none_of_the_calls_it_has_no_use_for(cm):
         ("durable.py", "replayed"),
         ("durable.py", "write"),  # AgentJournal.write; RunJournal.write runs once per call
         ("inspect.py", "isawaitable"),
+        ("encoder.py", "encode"),  # JSONEncoder's: the answer, the report and the journal call the C encoder
+        ("encoder.py", "iterencode"),
     ]
     if "opentelemetry.trace" not in sys.modules:
         per_call.append(("tracing.py", "tracer"))
     grown = {key: busy.get(key, 0) - idle.get(key, 0) for key in per_call}
     # RunJournal.write and AgentJournal.write share a name: one per call is the queue's own
     assert grown.pop(("durable.py", "write")) == 40
+    # one parse per call: the guest's request; the report's copy of the args is scanned
+    assert busy[("decoder.py", "decode")] - idle.get(("decoder.py", "decode"), 0) == 40
     assert grown == dict.fromkeys(grown, 0)
     # the calls were made: the skill ran 40 more times
     assert busy[("noop.skill.py", "main")] - idle.get(("noop.skill.py", "main"), 0) == 40
