@@ -17,11 +17,13 @@ fails at once instead of waiting for an answer that never comes.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "loads", "too_deep", "top_level_scalar"]
+__all__ = ["MAX_DEPTH", "encoder", "loads", "too_deep", "top_level_scalar"]
 
 #: How deep JSON from untrusted code may nest (as serde_json's default recursion limit).
 MAX_DEPTH = 128
@@ -61,6 +63,37 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     if brackets > max_depth and too_deep(value, max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     return value
+
+
+def encoder(
+    *,
+    ensure_ascii: bool = True,
+    separators: tuple[str, str] = (", ", ": "),
+    allow_nan: bool = True,
+    default: Callable[[Any], Any] | None = None,
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(...).encode`` with these options, without its two Python
+    frames (``encode``, then ``iterencode``): the C encoder, made per value as
+    ``iterencode`` makes it (so its circular-reference markers are that value's own),
+    called directly. A host call encodes its result for the guest and its report
+    entry's args and result: one frame each is what is left.
+
+    Where the C accelerator is missing, the encoder's own ``encode``."""
+    base = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan, default=default)
+    make = getattr(json.encoder, "c_make_encoder", None)  # the C accelerator, absent from the stubs
+    if make is None:
+        return base.encode
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    item_separator, key_separator = separators
+    fallback = base.default
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return quote(value)  # type: ignore[no-any-return]
+        chunks = make({}, fallback, quote, None, key_separator, item_separator, False, False, allow_nan)(value, 0)
+        return "".join(chunks)
+
+    return encode
 
 
 def too_deep(value: Any, max_depth: int = MAX_DEPTH) -> bool:

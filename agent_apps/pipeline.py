@@ -89,7 +89,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         args = validate_args(skill, args)
         if config:
             cm.check_call_config(config)
-        attachments = _attachments(cm, skill, parent, options.get("attachments"))
+        given = options.get("attachments")
+        attachments = _attachments(cm, skill, parent, given) if given is not None else ()
     except AgentAppsError as exc:
         _tag(exc, depth)
         raise
@@ -144,7 +145,8 @@ async def invoke(cm: ContextManager, ref: Any, args: Any, parent: Context | None
         error = exc
         raise
     finally:
-        tracing.end(ctx.span, error)
+        if ctx.span is not None:
+            tracing.end(ctx.span, error)
         ctx._close()
 
 
@@ -190,8 +192,6 @@ def _attachments(cm: ContextManager, skill: Skill, parent: Context | None, given
     """The ``attachments=`` option as checked media parts (docs/agent.md,
     "Attachments"); a file is read now, so its bytes are what the run keeps. Only a
     trusted caller may name files."""
-    if given is None:
-        return []
     files = parent is None or not parent.internals.get("untrusted")
     try:
         return load(given, files=files, cwd=cm.cwd)

@@ -78,8 +78,12 @@ class Span:
 
 
 def start_invocation(ctx: Context) -> Span | None:
-    """The span of one skill invocation (current until :func:`end`), or None."""
-    t = tracer()
+    """The span of one skill invocation (current until :func:`end`), or None.
+
+    Without OpenTelemetry imported it is None at once: this runs for every host call."""
+    t = _tracer
+    if t is None and "opentelemetry.trace" in sys.modules:
+        t = tracer()
     if t is None:
         return None
     from opentelemetry import context, trace

@@ -94,3 +94,53 @@ def test_json_values_of_every_kind_pass_and_scalar_subclasses_are_checked_too():
 
     assert json_problem({"a": [1, 2.5, "x", True, None, {"b": [[], {}]}]}) is None
     assert json_problem({"level": Level.BAD}) == ("result.level", "Level.BAD is not a JSON number")
+
+
+class _Odd:
+    def __repr__(self) -> str:
+        return "<odd é>"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"allow_nan": False},
+        {"ensure_ascii": False, "separators": (",", ":"), "default": repr},
+    ],
+)
+def test_the_direct_encoder_writes_what_json_encoder_writes(options):
+    """``_json.encoder`` (the C encoder without ``encode``'s and ``iterencode``'s frames)
+    gives the text, and raises the error, that ``json.JSONEncoder(**options).encode``
+    does: for every kind of value, non-ASCII, floats, NaN, a circular list, values that
+    are not JSON; and encoding inside ``default`` (reentrant) keeps its own markers."""
+    import json
+
+    from agent_apps._json import encoder
+
+    ours, theirs = encoder(**options), json.JSONEncoder(**options).encode
+    shared = [1, 2]
+    values = [
+        None, True, 0, -3, 1.5, 1e300, "é\u2028\ud800\"x", "", [], {}, [shared, shared],
+        {"a": [1, {"b": None}], "ü": "snow ☃", "n": 2.0}, (1, "t"), {1: "int key", None: 0}, float("nan"),
+        float("inf"), {"x": _Odd()}, {"s": {1, 2}}, 10**40,
+    ]
+    circular: list[object] = []
+    circular.append(circular)
+    values.append(circular)
+    for value in values:
+        try:
+            expected: object = theirs(value)
+        except (TypeError, ValueError) as exc:
+            expected = (type(exc), str(exc))
+        try:
+            got: object = ours(value)
+        except (TypeError, ValueError) as exc:
+            got = (type(exc), str(exc))
+        assert got == expected, value
+    if options.get("default") is repr:  # an encoding inside an encoding keeps its own markers
+
+        def inner(value: object) -> object:
+            return json.loads(ours([shared, shared, repr(value)]))
+
+        assert encoder(default=inner)({"k": _Odd()}) == json.JSONEncoder(default=inner).encode({"k": _Odd()})

@@ -13,7 +13,10 @@ in characters: readers say that it was cut, and by how much.
 from __future__ import annotations
 
 import json
+import json.scanner
 from typing import Any
+
+from .._json import encoder
 
 __all__ = ["REPORT_LIMIT", "TEXT_LIMIT", "VALUE_LIMIT", "ContentBudget", "dumps", "json_size"]
 
@@ -26,17 +29,13 @@ VALUE_LIMIT = 4_000
 REPORT_LIMIT = 1_000_000
 
 
-#: One encoder for every report write: ``json.dumps`` with options builds a new one per
-#: call, and a run's report serializes each host call's args and result (encoding is
-#: reentrant: each call makes its own C iterator).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
-#: The decoder of the copies a report keeps (``json.loads`` is a Python call around one).
-_DECODER = json.JSONDecoder()
-
-
-def dumps(value: Any) -> str:
-    """``value`` as compact JSON (what is not JSON, as its ``repr``)."""
-    return _ENCODER.encode(value)
+#: ``value`` as compact JSON (what is not JSON, as its ``repr``): one encoder for every
+#: report write, and a run's report serializes each host call's args and result.
+dumps = encoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+#: The parser of the copies a report keeps, called directly: their text is
+#: :func:`dumps`' own, one JSON value with nothing around it, so ``JSONDecoder.decode``'s
+#: two Python frames and its whitespace matches have nothing to do.
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # the stubs type it as a class
 
 
 def json_size(value: Any, text: str | None = None) -> int:
@@ -69,7 +68,7 @@ class ContentBudget:
         text = dumps(value) if text is None else text
         self._keep(entry, field, text, None, limit)
         if field not in entry:  # it fits: a copy, so later changes to the value do not show
-            entry[field] = value if value is None or isinstance(value, (bool, int)) else _DECODER.decode(text)
+            entry[field] = value if value is None or isinstance(value, (bool, int)) else _scan(text, 0)[0]
 
     def _keep(self, entry: dict[str, Any], field: str, text: str, whole: str | None, limit: int) -> None:
         room = min(limit, self.room)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._json import encoder
 from .._random import randbits
 from ..authority import DELEGATION, Authority, Delegation, invoke_as
 from ..errors import ReplayDiverged
@@ -433,7 +434,7 @@ class AgentJournal:
         body = {"skill": call.skill, "args": call.args, **outcome}
         if call.next:
             body["next"] = True
-        self.write(call.key, "call", body)
+        self.run.write(self.path, call.key, "call", body)  # one call less than self.write: once per host call
 
     def decision_for(self, call: HostCall) -> tuple[str, Any] | None:
         """The human's decision on ``call``, when it is the one a resumed run waited for:
@@ -468,7 +469,7 @@ class AgentJournal:
 
 #: The journal's encoder, made once (``json.dumps`` with options builds one per entry);
 #: what is not JSON raises, and is journaled as the error the code got.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_encode = encoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _write_batch(
@@ -495,7 +496,7 @@ def _write_rows(store: StateStore, run_id: str, rows: list[QueuedEntry]) -> None
     encoded = []
     for agent, key, kind, body, at in rows:
         try:
-            text = _ENCODER.encode(body)
+            text = _encode(body)
         except (TypeError, ValueError) as exc:
             problem = f"{body.get('skill')!r} returned a value that is not JSON: {exc}"
             error = {"skill": body.get("skill"), "args": body.get("args"), "ok": False,

@@ -123,7 +123,7 @@ class HostCalls:
             return await self._decide(name, args, options, None, entry)
         call = journal.issue(name, args, next=bool(options.get("next")))
         try:
-            found = journal.replayed(call)
+            found = journal.replayed(call) if journal.replaying else None  # a new run holds nothing to replay
         except ReplayDiverged as exc:
             await self.halt(exc)
             raise

@@ -24,10 +24,11 @@ import asyncio
 import contextvars
 import inspect
 import json
+import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
-from .._json import MAX_DEPTH
+from .._json import MAX_DEPTH, encoder
 from .._json import loads as _loads
 from ._refs import options_refusal, ref_refusal
 
@@ -45,9 +46,12 @@ MAX_ERROR_MESSAGE = 8 * 1024
 #: gathered calls, each within the payload limit); more is refused before parsing.
 MAX_BATCH_PAYLOADS = 16
 #: One encoder for every call result (``json.dumps`` with options builds one per call).
-_encode = json.JSONEncoder(allow_nan=False).encode
+_encode = encoder(allow_nan=False)
+_Coroutine = types.CoroutineType
 #: asyncio's own record of the running task, which a task's step sets and clears.
 _enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task
+#: What ``asyncio.current_task(loop)`` reads, without its Python frame (once per host call).
+_current_tasks: dict[Any, Any] = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
 
 
 class GuestCalls:
@@ -116,7 +120,7 @@ class GuestCalls:
                 self.done.append(_err_entry(refused.call_id, refused.type_name, refused.message))
             except _Malformed as e:
                 return f"SandboxError: malformed call in a request from the sandbox runtime ({e})"
-        cancel_ids = [c for c in cancels if isinstance(c, int)]
+        cancel_ids = [c for c in cancels if isinstance(c, int)] if cancels else cancels
         if starts or cancel_ids:
             self._start(starts, cancel_ids)
         return None
@@ -181,7 +185,7 @@ class GuestCalls:
         """Make each call's task and take its first step now, as that task (see the
         module docstring); a call still going after it goes on in its task."""
         context, run = self.context, self._run
-        current = asyncio.current_task(loop)  # the driver's task, whose step this is
+        current = _current_tasks.get(loop)  # the driver's task, whose step this is
         for call_id, name, args, options in starts:
             stepped = _Stepped(self._one(run, call_id, name, args, options))
             call_context = context.copy() if context is not None else contextvars.copy_context()
@@ -206,7 +210,7 @@ class GuestCalls:
             if self.call_host is None:
                 raise _NoHost("this sandbox has no host functions (no call_host was given)")
             result = self.call_host(name, args, **options) if options else self.call_host(name, args)
-            if inspect.isawaitable(result):
+            if type(result) is _Coroutine or inspect.isawaitable(result):  # the gateway's: a coroutine
                 result = await result
             try:
                 payload = _encode(result)

@@ -35,6 +35,15 @@ def _wait_for(done: list[str] | dict[int, str], count: int) -> None:
         time.sleep(0.005)
 
 
+def _watched(deletions: dict[int, str], store: object) -> int:
+    """The id of a live ``store``, with any deletion recorded under that id dropped: it
+    was an earlier store's (a store of another test, deleted by the garbage collector on
+    this thread), whose memory this one reuses, and would be taken for this one's."""
+    store_id = id(store)
+    deletions.pop(store_id, None)
+    return store_id
+
+
 def _wait_until_deleted(deletions: dict[int, str], store_id: int) -> str | None:
     """Where the store was deleted, once it is (the test waits for it: one store waits
     for the reaper at most, and the next close would free its own). Its id is then
@@ -51,16 +60,16 @@ async def test_a_closed_sandboxs_store_is_deleted_off_the_event_loops_thread(hos
     where = []
     for _ in range(3):
         sb = await Sandbox.start(call_host=host)
-        store_id = id(sb._core.store)
+        store_id = _watched(deletions, sb._core.store)
         assert (await sb.run("1")).value == 1
         await sb.close()
         where.append(_wait_until_deleted(deletions, store_id))
     trapped = await Sandbox.start(limits=SandboxLimits(timeout=0.2), call_host=host)
-    store_id = id(trapped._core.store)
+    store_id = _watched(deletions, trapped._core.store)
     res = await trapped.run("while True:\n    pass")
     assert res.replaced  # the trapped instance's store goes the same way
     where.append(_wait_until_deleted(deletions, store_id))
-    store_id = id(trapped._core.store)
+    store_id = _watched(deletions, trapped._core.store)
     assert (await trapped.run("2")).value == 2
     await trapped.close()
     where.append(_wait_until_deleted(deletions, store_id))
