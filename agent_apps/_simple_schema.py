@@ -163,6 +163,9 @@ def _step(key: str, value: Any, schema: dict[str, Any]) -> Check | None:
     if key == "enum":
         return lambda instance, defaults: isinstance(instance, str) and instance in value
     if key == "pattern":
+        prefix = _literal_prefix(value)
+        if prefix is not None:  # ^callback://: RE2 would release the GIL for each match
+            return lambda instance, defaults: not isinstance(instance, str) or instance.startswith(prefix)
         return lambda instance, defaults: not isinstance(instance, str) or matches_pattern(value, instance)
     if key in _BOUNDS:
         # NaN, Decimal, ...: jsonschema compares any number, so this cannot tell
@@ -204,6 +207,20 @@ def _yes(instance: Any, defaults: bool) -> bool:
 
 def _no(instance: Any, defaults: bool) -> bool:
     return False
+
+
+#: The characters that mean more than themselves in a pattern (outside a class).
+_META = frozenset("\\.^$|?*+()[]{}")
+
+
+def _literal_prefix(pattern: str) -> str | None:
+    """The text a pattern ``^TEXT`` asks a string to start with, when ``TEXT`` has no
+    character that means more than itself; else None. Such a pattern is matched with
+    ``str.startswith``, which answers as RE2 does: RE2's matching releases the GIL,
+    and each release on the event loop's thread is a wait to take it back."""
+    if not pattern.startswith("^") or not _META.isdisjoint(pattern[1:]):
+        return None
+    return pattern[1:]
 
 
 def _usable_pattern(pattern: str) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ._random import token_urlsafe
 from .config import Cascade, Layer, agent_apps_home, key_table
 from .errors import AgentAppsError, SkillLoadError, SkillNotFound, ToolNotAllowed
 from .events import EventBus
@@ -90,6 +91,9 @@ class ContextManager:
         self._files: dict[tuple[str, int], Skill] = {}
         self._inline: dict[str, Skill] = {}
         self._middleware_fns: dict[Any, MiddlewareFn] = {}
+        #: The ``agent-code`` skills of this manager's agent runs (agent/executor.py), by
+        #: agent and allowed-tools, so that what a skill caches is made once per agent.
+        self._code_skills: dict[tuple[str, str | None], Skill] = {}
         self._loop_for_threads: asyncio.AbstractEventLoop | None = None
         self._registered: dict[str, Skill] = {}
         self._state: Any = state
@@ -196,6 +200,7 @@ class ContextManager:
         self._keys = None
         self._files.clear()
         self._middleware_fns.clear()
+        self._code_skills.clear()
 
     def register(self, skill: Skill, *, replace: bool = False) -> None:
         """Make ``skill`` a named skill of this manager for as long as it lives (what
@@ -478,9 +483,7 @@ class ContextManager:
         agent code can never use it (it is not a bare name). It is released when
         ``owner``'s invocation ends (or by :meth:`release`).
         """
-        import secrets
-
-        ref = f"{CALLBACK_SCHEME}{name}.{secrets.token_urlsafe(12)}"
+        ref = f"{CALLBACK_SCHEME}{name}.{token_urlsafe(12)}"
         self._callbacks[ref] = Skill(
             name=name,
             description=description,

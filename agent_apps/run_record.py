@@ -22,11 +22,12 @@ accounts it points to.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ._random import token_hex, uuid4_hex
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -180,9 +181,7 @@ class RunRecord:
         cls, *, signal: Signal | None = None, trace_id: str | None = None, tenant_id: str | None = None
     ) -> RunRecord:
         """The record of a new run (a top-level invocation)."""
-        import uuid  # a few ms to import: only when a run is actually recorded
-
-        run_id = uuid.uuid4().hex
+        run_id = uuid4_hex()
         return cls(run_id, trace_id=trace_id or run_id, signal=signal, tenant_id=tenant_id)
 
     def child(
@@ -202,7 +201,7 @@ class RunRecord:
         given one. The deadline is the earlier of this record's and ``deadline``; the
         priority is this record's unless given; the tenant is always this record's.
         """
-        agent_id = os.urandom(6).hex()  # secrets.token_hex(6), without importing secrets at start
+        agent_id = token_hex(6)
         top = self.agent_id is None
         if self.deadline is not None and (deadline is None or self.deadline < deadline):
             deadline = self.deadline

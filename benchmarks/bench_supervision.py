@@ -1,6 +1,6 @@
 """Many agent runs at once: admission keeps memory bounded, and no run sees another's data.
 
-    python benchmarks/bench_supervision.py [RUNS] [--sandboxes N]
+    python benchmarks/bench_supervision.py [RUNS] [--sandboxes N] [--profile]
 
 Starts RUNS (default 2,000) scripted agent runs concurrently on one ContextManager.
 Each run has two model turns and makes five host calls (a skill that echoes its args
@@ -10,22 +10,27 @@ in every call, and checked in what comes back and in the result. Admission contr
 in line. Prints the wall time, the latency of a run from its start to its result
 (p50, p99, waiting included), the peak of live sandboxes, the peak RSS of the
 process and its CPU time per run, split by thread (the event loop's, the store's, the
-sandbox pool's: they share the GIL, so this shows what bounds the runs per second), and
-how much of the event loop's was spent running wasm. A run that sees another's data
-fails the benchmark.
+sandbox pool's: they share the GIL, so this shows what bounds the runs per second), how
+much of the event loop's was spent running wasm, and how much in the cyclic garbage
+collector. ``--profile`` also counts the Python calls per run on the event loop's thread
+and the calls among them that release the GIL (cProfile: its times are then the
+profiler's). A run that sees another's data fails the benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import resource
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from agent_apps import ContextManager
 
@@ -69,6 +74,48 @@ def time_the_sandbox() -> list[float]:
     return spent
 
 
+def time_the_collector() -> dict[int, list[float]]:
+    """Count the event loop thread's CPU in the cyclic garbage collector from now on, by
+    generation: ``{generation: [collections, CPU seconds]}``. Runs waiting for a sandbox
+    hold their objects, so a full collection walks every waiting run's."""
+    import gc
+
+    spent: dict[int, list[float]] = {generation: [0, 0.0] for generation in range(3)}
+    loop, started = threading.get_ident(), [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if threading.get_ident() != loop:
+            return
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            spent[info["generation"]][0] += 1
+            spent[info["generation"]][1] += time.thread_time() - started[0]
+
+    gc.callbacks.append(timed)
+    return spent
+
+
+#: Calls on the event loop's thread that release the GIL (another thread may take it,
+#: and the loop waits to get it back), counted by ``--profile``.
+RELEASING = {
+    "os.urandom": "<built-in method posix.urandom>",
+    "os.stat": "<built-in method posix.stat>",
+    "RE2 match": "<built-in method re2._re2.Match>",
+    "SQLite statement": "<method 'execute' of 'sqlite3.Connection' objects>",
+}
+
+
+def print_calls(stats: pstats.Stats, runs: int) -> None:
+    """Python calls per run on the event loop's thread, and those of them that release the GIL."""
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    calls = sum(entry[1] for entry in table.values())
+    print(f"  Python calls       {calls / runs:8.0f} per run on the event loop's thread (--profile)")
+    counted = {name: sum(entry[1] for key, entry in table.items() if key[2] == function) / runs
+               for name, function in RELEASING.items()}
+    print("  GIL released by    " + ", ".join(f"{name} {count:.1f}" for name, count in counted.items()) + " per run")
+
+
 def thread_cpu() -> dict[str, float]:
     """CPU seconds (user and system) of each of this process's threads, by the part
     it plays: the event loop's, the store's, the sandbox pool's, the others (Linux)."""
@@ -102,6 +149,8 @@ async def main() -> None:
     parser.add_argument("runs", type=int, nargs="?", default=2000)
     parser.add_argument("--sandboxes", type=int, default=None,
                         help="admission.sandboxes (default: derived from this machine)")
+    parser.add_argument("--profile", action="store_true",
+                        help="count the event loop thread's Python calls per run (cProfile: times grow)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -121,9 +170,15 @@ async def main() -> None:
         await one(cm, -1)  # load the sandbox component, open the store
         rss_before = peak_rss_mb()
         in_sandbox = time_the_sandbox()
+        collector = time_the_collector()
         cpu_before, process_before = thread_cpu(), time.process_time()
         start = time.perf_counter()
+        profile = cProfile.Profile() if options.profile else None
+        if profile is not None:
+            profile.enable()  # this thread's calls only: the event loop's
         latencies = await asyncio.gather(*(one(cm, n) for n in range(options.runs)))
+        if profile is not None:
+            profile.disable()
         wall = time.perf_counter() - start
         cpu = {part: seconds - cpu_before.get(part, 0.0) for part, seconds in thread_cpu().items()}
         process = time.process_time() - process_before
@@ -143,6 +198,14 @@ async def main() -> None:
     calls, in_wall, in_cpu = (value / options.runs for value in in_sandbox)
     print(f"  in the sandboxes   {in_cpu * 1000:8.1f} ms of the event loop's CPU per run ({calls:.1f} calls into wasm, "
           f"{in_wall * 1000:.1f} ms wall)")
+    if profile is not None:
+        print_calls(pstats.Stats(profile), options.runs)
+    per_generation = ", ".join(
+        f"generation {generation} {count / options.runs:.2f} times {seconds / options.runs * 1000:.2f} ms"
+        for generation, (count, seconds) in collector.items()
+    )
+    print(f"  garbage collector  {sum(s for _, s in collector.values()) / options.runs * 1000:8.1f} ms of the event "
+          f"loop's CPU per run ({per_generation})")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent_apps"
 #: the ground up. A room imports rooms on its own floor or below, never above.
 FLOORS = {
     # the ground: no imports of our own, or only of each other
-    "agent_apps": 0, "_lazy": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
+    "agent_apps": 0, "_lazy": 0, "_random": 0, "errors": 0, "_json": 0, "_syntax": 0, "_markdown": 0, "_schema": 0,
     "_simple_schema": 0, "_yaml_depth": 0, "host_files": 0, "terminal": 0, "tracing": 0, "progress": 0,
     "machine": 0,
     # when a schedule is due (the store computes next due times with it)

@@ -225,6 +225,21 @@ def test_patterns_run_on_re2_in_the_quick_check_too():
     assert accepts({"pattern": "^a"}, 3)  # a pattern says nothing about what is not a string
 
 
+@pytest.mark.parametrize("pattern", ["^callback://", "^", "^ab", "^é/ü:", "^a.b", "^a$", "^a|b", "^a\\d", "ab", "^(a)"])
+def test_a_pattern_of_a_literal_prefix_is_matched_without_re2_and_answers_as_re2_does(pattern, monkeypatch):
+    # RE2 releases the GIL for each match: a provider's ^callback:// is a startswith
+    from agent_apps import _schema
+    from agent_apps._simple_schema import compile_check
+
+    texts = ["", "a", "ab", "abc", "xab", "a.b", "axb", "a\nb", "b", "a1", "callback://x", "callback:/", "é/ü:z", "(a)"]
+    expected = [_schema.matches_pattern(pattern, text) for text in texts]
+    literal = pattern.startswith("^") and not any(c in pattern[1:] for c in "\\.^$|?*+()[]{}")
+    if literal:
+        monkeypatch.setattr(_schema, "_re2", None)  # any use of RE2 fails
+    check = compile_check({"pattern": pattern})
+    assert [check(text, False) for text in texts] == expected
+
+
 def test_a_scripted_agent_run_never_walks_jsonschema(tmp_path, monkeypatch):
     """Every args, result and model response of a plain run is proven valid on the quick
     path: the providers' params (with their ``^callback://`` patterns) among them."""

@@ -38,13 +38,13 @@ import asyncio
 import functools
 import itertools
 import json
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._json import encoder
+from .._random import randbits
 from ..authority import DELEGATION, Authority, Delegation, invoke_as
 from ..errors import ReplayDiverged
 
@@ -390,7 +390,7 @@ class AgentJournal:
         entry = self.entries.get(f"c.{step}")
         if entry is not None:
             return entry.body
-        clock = {"time": time.time(), "seed": secrets.randbits(63)}
+        clock = {"time": time.time(), "seed": randbits(63)}
         self.write(f"c.{step}", "code", clock)
         return clock
 

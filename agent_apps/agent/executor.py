@@ -29,13 +29,50 @@ from .prompt import INVOKE_TOOL, cap
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..manager import ContextManager
     from ..sandbox import Sandbox, SandboxLimits, SandboxPool
     from .run import AgentRun
 
-__all__ = ["CodeExecutor"]
+__all__ = ["CodeExecutor", "code_skill"]
 
 #: Event loop ticks without a new call after which the parallel calls of a turn run.
 SETTLE_TICKS = 3
+
+#: The ``agent-code`` skills a manager keeps before it drops them all and starts again:
+#: agent code may start sub-agents with allowed-tools of its own, each a new one. A
+#: clear is one step, safe beside another thread's run (``invoke_sync`` from threads).
+CODE_SKILLS = 256
+
+#: Where an ``agent-code`` invocation holds the executor of its run (``ctx.internals``).
+_EXECUTOR = "agent_apps.agent.executor"
+
+
+def code_skill(cm: ContextManager, agent: str, allowed_tools: str | None) -> Skill:
+    """The anonymous, untrusted skill the model's code runs as, for agent ``agent``
+    allowed ``allowed_tools``. It is made once per manager and kept until it reloads,
+    as a named skill is: its schema is compiled once, and its middleware list, security
+    config and allowed-tools matches are cached on it, not made again for each run."""
+    skills = cm._code_skills
+    skill = skills.get((agent, allowed_tools))
+    if skill is None:
+        if len(skills) >= CODE_SKILLS:
+            skills.clear()
+        skill = skills[(agent, allowed_tools)] = Skill(
+            name="agent-code",
+            description=f"code written by agent {agent}",
+            params={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+            allowed_tools=allowed_tools,
+            kind="anonymous",
+            _main=_run_code,
+        )
+    return skill
+
+
+async def _run_code(code_ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    """The ``main`` of ``agent-code``: the code runs in its run's executor."""
+    executor: CodeExecutor = code_ctx.internals[_EXECUTOR]
+    return await executor._run_code(code_ctx, args)
+
 
 _POOL: SandboxPool | None = None
 
@@ -51,17 +88,11 @@ class CodeExecutor:
         self._release_memory: Callable[[], None] | None = None
         self._batch: list[tuple[str, asyncio.Future[Any]]] = []  # parallel calls forming one sandbox run
         self._flusher: asyncio.Future[Any] | None = None  # the batch being run
-        settings = run.settings
-        # The model's code runs as this anonymous skill: built once per run, so its
-        # schema is compiled once; its allowed-tools are the agent's.
-        self.skill = Skill(
-            name="agent-code",
-            description=f"code written by agent {settings.name}",
-            params={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-            allowed_tools=settings.allowed_tools,
-            kind="anonymous",
-            _main=self._run_code,
-        )
+        self.skill = code_skill(run.cm, run.settings.name, run.settings.allowed_tools)
+
+    def allow(self, allowed_tools: str | None) -> None:
+        """Let the run's code call ``allowed_tools`` (before its first code run)."""
+        self.skill = code_skill(self.run.cm, self.run.settings.name, allowed_tools)
 
     # -- the sandbox -----------------------------------------------------------------
 
@@ -124,7 +155,8 @@ class CodeExecutor:
                 "the run stops at the end of this turn.",
                 "error": True,
             }
-        data = await ctx.manager.invoke(self.skill, {"code": args["code"]}, internals={"untrusted": True})
+        internals = {"untrusted": True, _EXECUTOR: self}
+        data = await ctx.manager.invoke(self.skill, {"code": args["code"]}, internals=internals)
         if state.halted is not None:
             raise state.halted
         result = RunResult(**data)

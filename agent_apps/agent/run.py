@@ -229,7 +229,7 @@ class AgentRun:
         context = await assemble(self, visible)
         if settings.allowed_tools is not None and any(s.guidance for s in visible.tools):
             # guidance it may see, it may load
-            self.executor.skill.allowed_tools = f"{settings.allowed_tools} load-skills"
+            self.executor.allow(f"{settings.allowed_tools} load-skills")
         recorder.set_system(context.composed.text)
         state.published.update(run_id=self.record.run_id, agent_id=self.record.agent_id, retention=settings.retention)
         state.published["context"] = recorder.report["context"] = context.describe()

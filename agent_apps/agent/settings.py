@@ -163,7 +163,9 @@ def settle(ctx: Context, args: Mapping[str, Any]) -> RunSettings:
     call = call_config(ctx, {"model": dict(args.get("config") or {})})
     resolved = cm.config_for(served_skill, call)
     config: dict[str, Any] = resolved.values["model"]
-    workspace = resolve_workspace(cm, served_skill, call)
+    # The cascade's layers are read again (each file checked by its mtime) only to
+    # find where a workspace was set, so not at all when no layer sets one.
+    workspace = resolve_workspace(cm, served_skill, call) if "model.workspace" in resolved.sources else None
     if workspace is not None:
         config["workspace"] = str(workspace)
     memory_search = memory_search_options(ctx, config, cm.cwd)
