@@ -14,7 +14,8 @@ pytestmark = pytest.mark.anyio
 
 LEAF = """
 frontmatter = {
-    "params": {"type": "object", "properties": {"allowed_tools": {"type": "string"}, "ref": {"type": "string"}, "n": {"type": "integer"}}},
+    "params": {"type": "object", "properties": {
+        "allowed_tools": {"type": "string"}, "ref": {"type": "string"}, "n": {"type": "integer"}}},
     "metadata": %s,
 }
 async def main(ctx, args):
@@ -111,7 +112,8 @@ def test_spec_parsing_keeps_spaces_and_quotes_inside_parens():
 def test_visible_tools_modes_hidden_self_and_exclusions(write_skill, context_manager, leaves):
     write_skill(
         "audit",
-        'frontmatter = {"params": {"type": "object"}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n',
+        'frontmatter = {"params": {"type": "object"}, "metadata": {"role": "middleware"}}\n'
+        'async def main(ctx, args):\n    return await ctx.manager.next()\n',
     )
     write_skill("provider", LEAF % ('{"visibility": "hidden", "tags": ["meta-internal"]}', "provider"))
     names = lambda skills: sorted(s.name for s in skills)  # noqa: E731

@@ -31,7 +31,8 @@ def cli(skills_path, write_skill, capsys):
     write_skill("count", COUNT)
     write_skill(
         "shout",
-        'frontmatter = {"params": {"type": "object", "properties": {"s": {"type": "string"}}}}\nasync def main(ctx, args):\n    return args["s"].upper()\n',
+        'frontmatter = {"params": {"type": "object", "properties": {"s": {"type": "string"}}}}\n'
+        'async def main(ctx, args):\n    return args["s"].upper()\n',
     )
     write_skill("crash", "frontmatter = {}\nasync def main(ctx, args):\n    raise RuntimeError('disk on fire')\n")
     write_skill(

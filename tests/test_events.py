@@ -50,7 +50,8 @@ async def test_async_and_ref_subscribers_and_emit_from_a_thread(write_skill, con
     write_skill(
         "collector",
         """
-        frontmatter = {"params": {"type": "object", "properties": {"topic": {"type": "string"}, "event": {"type": "object"}}}}
+        frontmatter = {"params": {"type": "object",
+                                  "properties": {"topic": {"type": "string"}, "event": {"type": "object"}}}}
         SEEN = []
         async def main(ctx, args):
             ctx.manager.context_manager.events.emit("collected", args["event"])
@@ -96,7 +97,8 @@ async def test_callback_ref_invokes_like_a_skill_and_is_released_with_its_owner(
             async def double(cctx, cargs):
                 return cargs["n"] * 2
             ref = ctx.manager.callback(double, name="doubler",
-                                       params={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+                                       params={"type": "object", "properties": {"n": {"type": "integer"}},
+                                               "required": ["n"]})
             ctx.nonlocals["ref"] = ref
             return {"ref": ref, "value": await ctx.manager.invoke(ref, {"n": 21})}
         """,

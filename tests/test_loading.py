@@ -155,7 +155,8 @@ def test_import_error_at_first_invoke_names_file_and_line(write_skill, context_m
 def test_invalid_params_schema_is_reported_with_line_on_first_use(write_skill, context_manager):
     path = write_skill(
         "typo",
-        'frontmatter = {\n    "params": {"properties": {"x": {"type": "strnig"}}},\n}\nasync def main(ctx, args): ...\n',
+        'frontmatter = {\n    "params": {"properties": {"x": {"type": "strnig"}}},\n}\n'
+        'async def main(ctx, args): ...\n',
     )
     with pytest.raises(SkillLoadError) as info:
         context_manager.describe("typo")

@@ -142,7 +142,8 @@ async def test_next_never_or_twice_is_a_clear_error(write_skill, context_manager
 async def test_finish_none_short_circuits_with_null(write_skill, context_manager):
     write_skill(
         "nuller",
-        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.finish(None)\n',
+        'frontmatter = {"metadata": {"role": "middleware"}}\n'
+        'async def main(ctx, args):\n    ctx.manager.finish(None)\n',
     )
     write_skill("target", TARGET % "[]")
     assert await context_manager.invoke("target", middleware=["nuller"]) is None

@@ -25,7 +25,8 @@ def run(*cmd, **kw):
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory, repo_root=Path(__file__).resolve().parent.parent):
+def wheel(tmp_path_factory):
+    repo_root = Path(__file__).resolve().parent.parent
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, repo_root)
     (built,) = out.glob("agent_apps-*.whl")

@@ -84,7 +84,8 @@ async def test_skill_without_params_takes_no_args(write_skill, context_manager):
 async def test_invalid_and_non_json_results(write_skill, context_manager):
     write_skill(
         "bad",
-        'frontmatter = {"metadata": {"returns": {"type": "object", "required": ["n"]}}}\nasync def main(ctx, args):\n    return {"m": 1}\n',
+        'frontmatter = {"metadata": {"returns": {"type": "object", "required": ["n"]}}}\n'
+        'async def main(ctx, args):\n    return {"m": 1}\n',
     )
     write_skill("setty", "frontmatter = {}\nasync def main(ctx, args):\n    return {'a': [1, {2, 3}]}\n")
     with pytest.raises(ResultInvalid, match="'n' is a required property"):

@@ -17,8 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-from agent_apps import ApprovalPending, Cancelled, ContextManager
 from agent_apps.scheduling.timing import When
+
+from agent_apps import ApprovalPending, Cancelled, ContextManager
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("AGENT_APPS_CHROMIUM", "/usr/bin/chromium")

@@ -210,9 +210,13 @@ async def test_priority_decides_who_gets_the_next_sandbox(tmp_path, skills_path)
     await asyncio.wait_for(until(lambda: started == ["first"]), 30)
     queued = [("bg", "background"), ("crit", "critical"), ("norm", "normal")]
     waiting = []
+
+    def in_line(count):
+        return lambda: cm.admission.sandboxes.waiting == count
+
     for name, priority in queued:  # each in the line before the next comes
         waiting.append(run(name, priority, [{"text": name}]))
-        await asyncio.wait_for(until(lambda n=len(waiting): cm.admission.sandboxes.waiting == n), 30)
+        await asyncio.wait_for(until(in_line(len(waiting))), 30)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first

@@ -59,7 +59,10 @@ async def test_discovery_mode_names_only_explicit_tools_plus_explorers(context_m
     write_skill("echo-provider", PROMPT_PROVIDER)
     write_skill(
         "audit",
-        'frontmatter = {"description": "Audit calls.", "params": {"type": "object", "properties": {"level": {"type": "string"}}}, "metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    return await ctx.manager.next()\n',
+        'frontmatter = {"description": "Audit calls.", '
+        '"params": {"type": "object", "properties": {"level": {"type": "string"}}}, '
+        '"metadata": {"role": "middleware"}}\n'
+        'async def main(ctx, args):\n    return await ctx.manager.next()\n',
     )
     prompt = (
         await context_manager.invoke(
@@ -80,7 +83,8 @@ async def test_self_recursion_excluded_unless_named(context_manager, write_skill
     )
     write_skill(
         "greeter2.skill.md",
-        "---\ndescription: Greets too.\nallowed-tools: greeter2 word-count\nmetadata: {model: {agent: echo-provider}}\n---\nGreet.\n",
+        "---\ndescription: Greets too.\nallowed-tools: greeter2 word-count\n"
+        "metadata: {model: {agent: echo-provider}}\n---\nGreet.\n",
     )
     # discovery mode: the explorers are inlined; greeter itself must not be reachable by listing either
     prompt = (await context_manager.invoke("greeter"))["prompt"]
@@ -92,7 +96,9 @@ async def test_self_recursion_excluded_unless_named(context_manager, write_skill
 async def test_skill_list_from_agent_code_hides_self_agent_and_hidden(context_manager, write_skill, tools):
     write_skill(
         "lister.skill.md",
-        "---\ndescription: Lists.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n      - code: |\n          names = [s['name'] for s in await ctx.manager.invoke('skill-list')]\n          ctx.manager.finish(names)\n---\nList.\n",
+        "---\ndescription: Lists.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
+        "      - code: |\n          names = [s['name'] for s in await ctx.manager.invoke('skill-list')]\n"
+        "          ctx.manager.finish(names)\n---\nList.\n",
     )
     names = await context_manager.invoke("lister")
     assert "word-count" in names and "skill-list" in names
@@ -316,7 +322,8 @@ async def test_trace_events_usage_and_scope(context_manager, write_skill, tools)
             result = await ctx.manager.invoke("agent", {
                 "prompt": "P", "events": "run", "name": "outer",
                 "config": {"agent": "agent-scripted", "script": [
-                    {"text": "hi", "reasoning": "hmm", "code": "print('x')", "usage": {"input_tokens": 7, "output_tokens": 2}},
+                    {"text": "hi", "reasoning": "hmm", "code": "print('x')",
+                     "usage": {"input_tokens": 7, "output_tokens": 2}},
                     {"text": "bye"}]},
             })
             return {"result": result, "trace": ctx.locals["agent"]["trace"], "usage": ctx.locals["agent"]["usage"],
@@ -365,7 +372,8 @@ async def test_nested_agents_form_a_tree(context_manager, write_skill, tools):
     inner_turns = json.dumps([{"text": "inner done"}])
     turns = [
         {
-            "code": f"r = await ctx.manager.invoke('agent', {{'prompt': 'inner', 'name': 'inner', 'config': {{'agent': 'agent-scripted', 'script': {inner_turns}}}}})\nctx.manager.finish(r)"
+            "code": "r = await ctx.manager.invoke('agent', {'prompt': 'inner', 'name': 'inner', "
+            f"'config': {{'agent': 'agent-scripted', 'script': {inner_turns}}}}})\nctx.manager.finish(r)"
         }
     ]
     events = []
@@ -405,7 +413,8 @@ async def test_untrusted_flag_does_not_leak_to_called_skills(context_manager, wr
         frontmatter = {}
         async def main(ctx, args):
             return [ctx.internals.get("untrusted", False),
-                    await ctx.manager.invoke("inline://frontmatter = {}\\nasync def main(ctx, args):\\n    return 'inline ok'\\n")]
+                    await ctx.manager.invoke(
+                        "inline://frontmatter = {}\\nasync def main(ctx, args):\\n    return 'inline ok'\\n")]
         """,
     )
     turns = [{"code": "ctx.manager.finish(await ctx.manager.invoke('uses-inline'))"}]
@@ -415,7 +424,8 @@ async def test_untrusted_flag_does_not_leak_to_called_skills(context_manager, wr
 async def test_every_guest_call_goes_through_middleware(context_manager, write_skill, tools, skills_path):
     write_skill(
         "count-calls",
-        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n    ctx.manager.emit("mw", {"skill": ctx.target.skill.name})\n    return await ctx.manager.next()\n',
+        'frontmatter = {"metadata": {"role": "middleware"}}\nasync def main(ctx, args):\n'
+        '    ctx.manager.emit("mw", {"skill": ctx.target.skill.name})\n    return await ctx.manager.next()\n',
     )
     (skills_path / "agent-apps.yaml").write_text("middleware: [count-calls]\n")
     context_manager.reload()
@@ -428,7 +438,8 @@ async def test_every_guest_call_goes_through_middleware(context_manager, write_s
 async def test_provider_that_ignores_returns_is_caught(context_manager, write_skill, tools):
     write_skill(
         "lazy-provider",
-        'frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden"}}\nasync def main(ctx, args):\n    return "I ignore hooks"\n',
+        'frontmatter = {"params": {"type": "object"}, "metadata": {"visibility": "hidden"}}\n'
+        'async def main(ctx, args):\n    return "I ignore hooks"\n',
     )
     with pytest.raises(ResultInvalid, match="without a valid ctx.manager.finish"):
         await context_manager.invoke(
@@ -439,12 +450,15 @@ async def test_provider_that_ignores_returns_is_caught(context_manager, write_sk
 def test_cli_shows_progress_and_events(tmp_path, skills_path, write_skill):
     write_skill(
         "word-count",
-        "frontmatter = {'params': {'type': 'object', 'properties': {'text': {'type': 'string'}}}}\nasync def main(ctx, args):\n    return len(args['text'].split())\n",
+        "frontmatter = {'params': {'type': 'object', 'properties': {'text': {'type': 'string'}}}}\n"
+        "async def main(ctx, args):\n    return len(args['text'].split())\n",
     )
     write_skill(
         "demo.skill.md",
-        "---\ndescription: Demo.\nallowed-tools: word-count\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
-        "      - text: Counting now.\n        code: |\n          print(await ctx.manager.invoke('word-count', {'text': 'a b'}))\n"
+        "---\ndescription: Demo.\nallowed-tools: word-count\n"
+        "metadata:\n  model:\n    agent: agent-scripted\n    script:\n"
+        "      - text: Counting now.\n        code: |\n"
+        "          print(await ctx.manager.invoke('word-count', {'text': 'a b'}))\n"
         "      - text: Two words.\n---\nCount.\n",
     )
     base = [sys.executable, "-m", "agent_apps", "invoke", "demo", "--path", str(skills_path)]
@@ -463,7 +477,8 @@ def test_cli_ctrl_c_stops_a_running_agent(tmp_path, skills_path, write_skill):
 
     write_skill(
         "spin.skill.md",
-        "---\ndescription: Spins.\nmetadata:\n  model:\n    agent: agent-scripted\n    sandbox: {timeout: 300}\n    script:\n"
+        "---\ndescription: Spins.\nmetadata:\n  model:\n    agent: agent-scripted\n"
+        "    sandbox: {timeout: 300}\n    script:\n"
         "      - code: |\n          while True:\n              pass\n---\nSpin.\n",
     )
     proc = subprocess.Popen(
@@ -491,7 +506,8 @@ async def test_context_edit_events_land_in_the_trace(context_manager, write_skil
         async def main(ctx, args):
             turns = [{"code": f"print('x' * 300)  # {i}"} for i in range(5)] + [{"text": "done"}]
             await ctx.manager.invoke("agent", {"prompt": "P", "config": {
-                "agent": "agent-scripted", "script": turns, "context_edit": args.get("edit", False), "context_keep": 2}})
+                "agent": "agent-scripted", "script": turns,
+                "context_edit": args.get("edit", False), "context_keep": 2}})
             return [t for t in ctx.locals["agent"]["trace"] if t["type"] == "context-edit"]
         """.replace(
             "frontmatter = {",
@@ -596,7 +612,8 @@ async def test_nested_agent_does_not_see_the_skill_its_ancestor_serves(context_m
     write_skill(
         "outer-skill.skill.md",
         "---\ndescription: Outer.\nmetadata:\n  model:\n    agent: agent-scripted\n    script:\n"
-        "      - code: |\n          r = await ctx.manager.invoke('agent', {'prompt': 'inner', 'config': {'agent': 'echo-provider'}})\n"
+        "      - code: |\n"
+        "          r = await ctx.manager.invoke('agent', {'prompt': 'inner', 'config': {'agent': 'echo-provider'}})\n"
         "          ctx.manager.finish(r['prompt'])\n---\nOuter.\n",
     )
     prompt = await context_manager.invoke("outer-skill")

@@ -149,7 +149,9 @@ async def test_hostile_schemas_and_values_are_bounded(context_manager, name):
     result, outputs = await run_code(
         context_manager, sub_agent(f"ctx.manager.finish({value})", returns=schema, config={"max_turns": 2})
     )
-    assert result == "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value", result  # the value was never accepted
+    assert result == (
+        "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value"
+    ), result  # the value was never accepted
     assert words is None or any(words in o for o in outputs if "finish() rejected" in o), outputs
 
 
@@ -164,7 +166,9 @@ async def test_exploding_schema_is_stopped_by_the_time_limit(context_manager, mo
     result, outputs = await run_code(
         context_manager, sub_agent("ctx.manager.finish('x')", returns=returns, config={"max_turns": 2})
     )
-    assert result == "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value", result
+    assert result == (
+        "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value"
+    ), result
     assert any("finish() rejected" in o and "took longer than 0.3 s" in o for o in outputs), outputs
 
 
@@ -187,7 +191,9 @@ async def test_self_referencing_schema_is_an_error_not_a_crash(context_manager):
     result, outputs = await run_code(
         context_manager, sub_agent("ctx.manager.finish(1)", returns={"$ref": "#"}, config={"max_turns": 2})
     )
-    assert result == "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value", result
+    assert result == (
+        "LimitExceeded: sub: Stopped: maximum turn limit reached (2 turns) before a valid ctx.manager.finish() value"
+    ), result
     assert any("finish() rejected" in o and "recursed too deeply" in o for o in outputs), outputs
 
 

@@ -136,7 +136,8 @@ async def test_every_run_is_recorded_with_its_report(context_manager, write_skil
     (bad,) = second["tool_calls"]
     assert bad["skills"] == [] and "ValueError: bad" in bad["error"]
     assert report["total_ms"] >= report["tool_ms"] > 0
-    assert node.trace and [e["type"] for e in node.trace][:4] == ["turn-start", "model-call", "model-response", "message"]  # stored by 'session'
+    first_kinds = ["turn-start", "model-call", "model-response", "message"]
+    assert node.trace and [e["type"] for e in node.trace][:4] == first_kinds  # stored by 'session'
 
 
 async def test_nested_agents_belong_to_their_callers_run_and_not_its_session(context_manager, tools):

@@ -139,9 +139,15 @@ def test_progress_on_a_terminal_counts_the_seconds_of_each_phase(monkeypatch, tm
     assert shown[0].startswith("agent-apps: building the sandbox component")
     phase = shown[1].split("\r")[1:]
     assert phase[0] == "agent-apps:   1/2 componentize-py: the guest and CPython into one component... 0 s"
-    assert re.fullmatch(r"agent-apps:   1/2 componentize-py: the guest and CPython into one component\.\.\. \d+ s", phase[1])
-    assert phase[-1].startswith("agent-apps:   1/2 componentize-py: the guest and CPython into one component... done in ")
-    assert shown[2].split("\r")[-1].startswith("agent-apps:   2/2 wasmtime: compiling it to native code... failed after ")
+    assert re.fullmatch(
+        r"agent-apps:   1/2 componentize-py: the guest and CPython into one component\.\.\. \d+ s", phase[1]
+    )
+    assert phase[-1].startswith(
+        "agent-apps:   1/2 componentize-py: the guest and CPython into one component... done in "
+    )
+    assert shown[2].split("\r")[-1].startswith(
+        "agent-apps:   2/2 wasmtime: compiling it to native code... failed after "
+    )
 
 
 def test_module_entry_point_prints_the_cached_path():

@@ -519,7 +519,9 @@ def test_strands_retries_exhausted_and_access_denied(fake: FakeBedrock) -> None:
 
     fake.add_turns({"error": "ThrottlingException"}, {"error": "ThrottlingException"})
     agent = Agent(
-        model=_model(fake, True), retry_strategy=ModelRetryStrategy(initial_delay=0, max_attempts=2), callback_handler=None
+        model=_model(fake, True),
+        retry_strategy=ModelRetryStrategy(initial_delay=0, max_attempts=2),
+        callback_handler=None,
     )
     with pytest.raises(ModelThrottledException):
         agent("hi")
