@@ -142,9 +142,11 @@ class RunJournal:
         #: taken up again by cm.resume (its invocation is recorded already)
         self.resumed = self.recorded = self.checkpoint is not None
         self._rows: list[QueuedEntry] = []
-        #: A model response was queued and no flush has returned since: it is written
-        #: before the first host call acting on it (``HostCalls._journaled``).
-        self.response_unsaved = False
+        #: Entries (and the invocation) queued so far, and how many of the first of them
+        #: are committed: a flush waits for those queued before it, not for newer ones.
+        self._sequenced = self._saved = 0
+        #: The sequence number of the last model response queued (:attr:`response_unsaved`).
+        self._response = 0
         #: The invocation to record with the next batch (the run's first agent started).
         self._invocation: dict[str, Any] | None = None
         #: Other writes for the next batch, by key (:meth:`write_with`).
@@ -171,6 +173,16 @@ class RunJournal:
             cm = ctx.manager.context_manager
             journal = root.internals[_ROOT_KEY] = cls(cm.state, ctx.run.run_id, invocation=invocation_of(root))
         return journal  # type: ignore[no-any-return]
+
+    @property
+    def response_unsaved(self) -> bool:
+        """A model response was queued and is not committed yet: it is written before
+        the first host call acting on it (``HostCalls._journaled``)."""
+        return self._saved < self._response
+
+    def response_queued(self) -> None:
+        """The entry queued last is a model response (see :attr:`response_unsaved`)."""
+        self._response = self._sequenced
 
     @property
     def resumable(self) -> bool:
@@ -202,6 +214,7 @@ class RunJournal:
         now and waits until they are."""
         self._arm()
         self._rows.append((agent, key, kind, body, time.time()))
+        self._sequenced += 1
 
     def _arm(self) -> None:
         """Before queueing: the first of a batch makes it due :data:`WRITE_DELAY` later.
@@ -233,26 +246,35 @@ class RunJournal:
         if not self.recorded:
             self.recorded = True
             self._invocation = self.invocation
+            self._sequenced += 1
         self.write(agent, "start", "start", body)
 
     async def flush(
         self, then: Callable[[], None] | None = None, entries: Sequence[QueuedEntry] = ()
     ) -> None:
-        """Write every queued entry now, and wait until they are; raise what writing
-        raised. ``then`` (store writes, run on the store's thread) goes in the same
-        transaction as the entries: one commit for a turn's entries and its messages.
-        ``entries`` (made by :meth:`AgentJournal.entry`: a turn's marker) go in it too,
-        in the queued entries' INSERT. When that transaction fails, its queued entries
-        stay queued for the next write; ``then`` and ``entries`` do not. Other queued
-        writes (:meth:`write_with`) go along, but alone they wait for their timer:
-        nothing durable rests on them."""
-        while self._writer is not None:  # the batch being written goes first
-            await asyncio.wait([self._writer])
-        if self._failed is not None:
-            raise self._failed
-        if self._rows or self._invocation is not None or then is not None or entries:
-            await asyncio.shield(self._write_batch(then, entries))
-        self.response_unsaved = False
+        """Write every entry queued before this call, and wait until they are; raise
+        what writing raised. Entries a batch in flight holds are not written twice:
+        calls that flush at once (the parallel host calls acting on one model response)
+        wait for one batch, and none writes the entries the others queued meanwhile.
+        ``then`` (store writes, run on the store's thread) goes in the same transaction
+        as the entries, and always makes one: one commit for a turn's entries and its
+        messages. ``entries`` (made by :meth:`AgentJournal.entry`: a turn's marker) go
+        in it too, in the queued entries' INSERT. When that transaction fails, its
+        queued entries stay queued for the next write; ``then`` and ``entries`` do not.
+        Other queued writes (:meth:`write_with`) go along, but alone they wait for their
+        timer: nothing durable rests on them."""
+        target = self._sequenced
+        while True:
+            while self._writer is not None:  # the batch being written goes first
+                await asyncio.wait([self._writer])
+            if self._failed is not None:
+                raise self._failed
+            if then is not None or entries:
+                await asyncio.shield(self._write_batch(then, entries))
+            elif self._saved < target:  # a batch that failed put them back: written again here
+                await asyncio.shield(self._write_batch(None))
+                continue
+            return
 
     @property
     def _queued(self) -> bool:
@@ -273,6 +295,7 @@ class RunJournal:
             self._timer = None
         rows, self._rows = self._rows, []
         invocation, self._invocation = self._invocation, None
+        upto = self._sequenced  # everything queued so far is in this batch
         also, self._also = self._also, {}
         store = self.store
         writes = [*also.values(), *([then] if then is not None else [])]
@@ -287,7 +310,10 @@ class RunJournal:
         def written(future: asyncio.Future[None]) -> None:
             self._writer = None
             failed = None if future.cancelled() else future.exception()
-            if failed is not None:  # rolled back: what it held is written with the next batch
+            if failed is None:
+                if not future.cancelled():
+                    self._saved = upto
+            else:  # rolled back: what it held is written with the next batch
                 self._rows[:0] = rows
                 self._invocation = self._invocation or invocation
                 self._also = {**also, **self._also}
@@ -375,7 +401,7 @@ class AgentJournal:
         if not self._answered:
             turn = event.get("turn")
             self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})
-            self.run.response_unsaved = True
+            self.run.response_queued()
         return None
 
     def turn_stored(self, turn: Any) -> bool:

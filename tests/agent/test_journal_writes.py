@@ -95,3 +95,35 @@ async def test_a_failed_write_is_raised_by_every_flush_and_later_entries_wait(tm
     await journal.flush()
     assert keys(store) == ["h.1.1"]
     store.close()
+
+
+async def test_a_flush_waits_for_what_was_queued_before_it_and_no_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)  # no batch falls due by itself here
+    journal = run_journal(tmp_path)
+    store = journal.store
+    journal.write("a1", "m.1", "model", {"turn": 1})
+    journal.response_queued()
+    assert journal.response_unsaved
+    first = asyncio.ensure_future(journal.flush())
+    await asyncio.sleep(0)  # its batch is under way
+    journal.write("a1", "h.1.1", "call", {"n": 1})  # queued after the first flush began
+    second = asyncio.ensure_future(journal.flush())  # asks for m.1, held by the batch in flight
+    journal.write("a1", "h.1.2", "call", {"n": 2})
+    await asyncio.gather(first)
+    assert not journal.response_unsaved and keys(store) == ["m.1"]
+    await second  # h.1.1 was queued before it: written in a batch of its own, with h.1.2
+    assert keys(store) == ["m.1", "h.1.1", "h.1.2"]
+    journal.write("a1", "h.1.3", "call", {"n": 3})
+    third, fourth = journal.flush(), journal.flush()  # at once: one batch for both
+    writes = store.db.write
+    batches = []
+
+    def counted():
+        if store.db._joined() is None:  # an outermost write: a transaction
+            batches.append(1)
+        return writes()
+
+    monkeypatch.setattr(store.db, "write", counted)
+    await asyncio.gather(third, fourth)
+    assert keys(store) == ["m.1", "h.1.1", "h.1.2", "h.1.3"] and len(batches) == 1
+    store.close()

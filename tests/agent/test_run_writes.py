@@ -97,6 +97,12 @@ async def test_a_turn_the_runs_end_and_its_opening_each_commit_in_one_transactio
     cm.state.close()
 
 
+ECHO = """
+frontmatter = {"params": {"type": "object"}}
+async def main(ctx, args):
+    return args
+"""
+
 PEEK = """
 frontmatter = {"params": {"type": "object"}}
 async def main(ctx, args):
@@ -126,4 +132,26 @@ async def test_the_model_response_is_journaled_before_the_first_call_acting_on_i
     (run,) = cm.state.runs.list()
     keys = [e.key for e in cm.state.journal.entries(run.id)]
     assert keys == ["start", "m.1", "c.1", "h.1.1", "h.1.2", "t.1"]
+    cm.state.close()
+
+
+async def test_parallel_calls_acting_on_one_response_wait_for_one_write(
+    skills_path, tmp_path, state_location, write_skill, monkeypatch
+):
+    """Calls gathered in one code run all wait for the response to be written, and for
+    no more: the write that holds it is the only one before them, and none of them
+    writes the entries the others queued meanwhile (each did: one batch per call, each
+    call waiting for the commits of those that ended before it)."""
+    from agent_apps.agent import durable
+
+    monkeypatch.setattr(durable, "WRITE_DELAY", 3600)  # only the flushes write
+    write_skill("echo", ECHO)
+    cm = hermetic_manager([skills_path], tmp_path, state=state_location)
+    noted = _note_transactions(cm.state, monkeypatch)
+    code = "seen = await asyncio.gather(*[ctx.manager.invoke('echo', {'n': n}) for n in range(4)])\nctx.manager.finish(seen)"
+    call = {"prompt": "Echo.", "user_message": "Go.", "config": {"agent": "agent-scripted", "script": [{"code": code}]}}
+    assert await cm.invoke("agent", call) == [{"n": n} for n in range(4)]
+    batches = [keys for _, method, keys in noted if method == "add_rows"]
+    assert batches[:2] == [["start"], ["m.1", "c.1"]] and len(batches) == 3, batches
+    assert sorted(batches[2]) == ["h.1.1", "h.1.2", "h.1.3", "h.1.4", "t.1"]  # the calls end in any order
     cm.state.close()
