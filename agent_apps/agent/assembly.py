@@ -171,8 +171,10 @@ async def _loaded_before(run: AgentRun, visible: Visible) -> list[Skill]:
     session = run.record.session_id
     if session is None:
         return []
-    store = run.cm.state
-    info = await store.call(store.sessions.get, session)
+    info = run.recorder.session_at_start if run.recorder is not None else None
+    if info is None:  # read in the transaction that gave the run its turn, else now
+        store = run.cm.state
+        info = await store.call(store.sessions.get, session)
     names = info.meta.get("loaded_skills") or []
     guidance = {s.name: s for s in visible.tools if s.guidance}
     skills = [guidance[n] for n in names if isinstance(n, str) and n in guidance]

@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from ..budget import Price
     from ..run_record import RunRecord
     from ..state import StateStore
+    from ..state.session_queue import SessionTurn
+    from ..state.sessions import SessionInfo
     from .durable import AgentJournal, QueuedEntry
 
 __all__ = ["LIVE_INTERVAL", "MAX_HOST_CALLS", "RETENTIONS", "STORE_TRACE", "Recorder"]
@@ -164,6 +166,9 @@ class Recorder:
         self._open: dict[str, dict[str, Any]] = {}
         self._memory_seen: Any = _UNSET
         self._memory_at_start: dict[str, Any] | None = None
+        #: The run's session as :meth:`start` found it, once the run holds it (None without one).
+        self.session_at_start: SessionInfo | None = None
+        self._turn: SessionTurn[SessionInfo] | None = None  # its turn in the session, while it holds it
         self._holding: contextlib.AsyncExitStack | None = None  # the session, while this run holds it
         self.system_tokens = 0
         self._live_timer: asyncio.TimerHandle | None = None
@@ -202,10 +207,12 @@ class Recorder:
                 return None
             held = session
 
-            def begin() -> dict[str, Any] | None:
-                return store.sessions.get(held).memory if self.read_only else store.sessions.begin(held)
+            def begin() -> SessionInfo:
+                return store.sessions.get(held) if self.read_only else store.sessions.begin(held)
 
-            memory = self._memory_at_start = await self._hold_session(session, opening, begin)
+            self._turn = await self._hold_session(session, opening, begin)
+            self.session_at_start = self._turn.value
+            memory = self._memory_at_start = self.session_at_start.memory  # type: ignore[union-attr]
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
             status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
@@ -214,8 +221,8 @@ class Recorder:
         return memory  # retention decides what a run leaves, not what it may read
 
     async def _hold_session(
-        self, session: str, opening: Callable[[], None], begin: Callable[[], dict[str, Any] | None]
-    ) -> dict[str, Any] | None:
+        self, session: str, opening: Callable[[], None], begin: Callable[[], SessionInfo]
+    ) -> SessionTurn[SessionInfo]:
         """Wait for the session's turn (see :meth:`start`), the run's row written as it
         queues (``opening``); returns what ``begin`` read once the turn came. The
         session is held until :meth:`finish`."""
@@ -226,16 +233,16 @@ class Recorder:
         left = record.time_left
         try:
             if record.signal is not None:
-                memory = await record.signal.guard(asyncio.wait_for(waiting, left))
+                found = await record.signal.guard(asyncio.wait_for(waiting, left))
             else:
-                memory = await asyncio.wait_for(waiting, left)
+                found = await asyncio.wait_for(waiting, left)
         except TimeoutError:
             over = record.ledger.deadline_exceeded(time.time() + 0.001) if record.ledger is not None else None
             if over is None:
                 raise
             raise over from None
         self._holding = holding
-        return memory
+        return found
 
     # -- hook events -------------------------------------------------------------------
 
@@ -542,6 +549,7 @@ class Recorder:
         forget = ended and session is not None and not self.read_only
 
         trace = None if self._trace is None else list(self._trace[0])
+        turn, self._turn = self._turn, None
 
         def write() -> None:
             store.runs.finish_agent(record, status=status, report=report, trace=trace)
@@ -549,12 +557,16 @@ class Recorder:
                 store.sessions.forget_run(session, record.run_id, memory=self._memory_at_start)  # type: ignore[arg-type]
             if ended and journal is not None:  # an outermost agent takes the run's checkpoint with it
                 store.journal.forget(record.run_id, journal.path if record.parent is not None else None)
+            if turn is not None:  # the session's next run may go on once this commits
+                turn.give_back()
 
         try:
             await self._commit(write)
+            if turn is not None:
+                turn.given_back()
             if self._trace is not None:
                 self._trace[1]["stored"] = True
-        finally:  # the session's next run may go on
+        finally:  # the session's next run may go on (given back here if the write failed)
             holding, self._holding = self._holding, None
             if holding is not None:
                 await holding.aclose()

@@ -35,7 +35,7 @@ from .memory import Hit, MemoryIndex
 from .messages import Entry, History, Message, estimate_tokens
 from .runs import AgentInfo, RunInfo, Runs
 from .schedules import ScheduleInfo, Schedules
-from .session_queue import POLL, SessionQueue
+from .session_queue import POLL, SessionQueue, SessionTurn
 from .sessions import SessionInfo, Sessions, session_id_problem
 from .subscriptions import SubscriptionInfo, Subscriptions
 
@@ -61,6 +61,7 @@ __all__ = [
     "RunInfo",
     "ScheduleInfo",
     "SessionInfo",
+    "SessionTurn",
     "SnapshotInvalid",
     "StateError",
     "StateStore",
@@ -108,10 +109,11 @@ class StateStore:
         *,
         opening: Callable[[], None] | None = None,
         granted: Callable[[], T] | None = None,
-    ) -> AsyncIterator[T | None]:
+    ) -> AsyncIterator[SessionTurn[T]]:
         """Hold session ``session_id`` for run ``run_id``: ``async with
         store.session_lock("s1", run_id): ...`` waits until no other run of the session
         is in progress, in arrival order, across processes; then the block runs alone.
+        It gets the :class:`SessionTurn`, which the run may give back in its last write.
 
         Agents of the same run share its turn (an agent started inside the run never
         waits for the run around it). Cancelling the waiting task stops the wait and
@@ -123,7 +125,7 @@ class StateStore:
         ``opening`` (store writes: the run's own row) is made in the transaction that
         queues the run. ``granted`` (what the run reads or writes first once it holds
         the session) runs in that transaction too when the session is free, else once
-        the wait is over; the block gets its result.
+        the wait is over; its result is the turn's ``value``.
         """
         queue = self._session_queue
 
@@ -137,6 +139,7 @@ class StateStore:
         # the join runs to its end on the store's thread even when this task is cancelled
         # meanwhile: the ticket it took is given back from the future, never lost
         joining: asyncio.Future[tuple[int, bool, T | None]] = asyncio.ensure_future(self.call(join))
+        taken: SessionTurn[T] | None = None
         try:
             turn: bool | None
             ticket, turn, value = await asyncio.shield(joining)
@@ -151,9 +154,11 @@ class StateStore:
                     ticket, turn, _ = await asyncio.shield(joining)
             if waited and granted is not None:
                 value = await self.call(granted)
-            yield value
+            taken = SessionTurn(queue, ticket, value)
+            yield taken
         finally:  # shielded: a second cancel must not keep the session held
-            await asyncio.shield(self._give_back(joining))
+            if taken is None or taken.held:
+                await asyncio.shield(self._give_back(joining))
 
     def _join_again(self, session_id: str, run_id: str) -> tuple[int, bool, None]:
         return (*self._session_queue.join(session_id, run_id, again=True), None)

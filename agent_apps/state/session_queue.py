@@ -30,14 +30,16 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     import sqlite3
 
     from ._db import Connection, Database
 
-__all__ = ["HEARTBEAT", "LEASE", "POLL", "SessionQueue"]
+__all__ = ["HEARTBEAT", "LEASE", "POLL", "SessionQueue", "SessionTurn"]
+
+T = TypeVar("T")
 
 #: Seconds between two looks at the queue, at most (the first looks come sooner).
 POLL = 0.05
@@ -120,10 +122,19 @@ class SessionQueue:
     def leave(self, ticket: int) -> None:
         """Give ``ticket`` back (whether the run went on or stopped waiting)."""
         try:
-            with self.db.write() as conn:
-                conn.execute("DELETE FROM session_queue WHERE ticket = ?", (ticket,))
+            self.remove(ticket)
         finally:
             self._count(-1)
+
+    def remove(self, ticket: int) -> None:
+        """Delete ``ticket`` (joining the write this thread is in): :meth:`leave`
+        without the count of the tickets this process holds (:meth:`left` does that)."""
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM session_queue WHERE ticket = ?", (ticket,))
+
+    def left(self) -> None:
+        """A ticket was removed by a write that committed (:class:`SessionTurn`)."""
+        self._count(-1)
 
     # -- the heartbeat -------------------------------------------------------------------
 
@@ -192,3 +203,28 @@ def _alive(row: sqlite3.Row | tuple[Any, ...], now: float) -> bool:
             pass
         return started is None or _started(pid) in (None, started)
     return bool(now - alive_at < LEASE)
+
+
+class SessionTurn(Generic[T]):
+    """A run's turn in its session, held while ``async with store.session_lock(...) as
+    turn`` runs (:meth:`StateStore.session_lock
+    <agent_apps.state.StateStore.session_lock>`); ``turn.value`` is what its
+    ``granted`` read. The block's end gives the turn back, in a transaction of its own;
+    a run gives it back in its last write instead, one transaction less: it calls
+    :meth:`give_back` inside that write and :meth:`given_back` once the write committed.
+    A write that failed gives nothing back: the block's end does."""
+
+    def __init__(self, queue: SessionQueue, ticket: int, value: T | None) -> None:
+        self.value = value
+        self._queue, self._ticket = queue, ticket
+        self.held = True
+
+    def give_back(self) -> None:
+        """On the store's thread, inside a write: the turn's ticket is deleted with it."""
+        self._queue.remove(self._ticket)
+
+    def given_back(self) -> None:
+        """The write that called :meth:`give_back` committed: the turn is over."""
+        if self.held:
+            self.held = False
+            self._queue.left()

@@ -155,16 +155,18 @@ class Sessions:
 
     # -- writing -----------------------------------------------------------------------
 
-    def begin(self, session_id: str) -> dict[str, Any] | None:
-        """Create the session if it is new; return the ``memory`` its last run left."""
+    def begin(self, session_id: str) -> SessionInfo:
+        """Create the session if it is new; return it as a run finds it (the ``memory``
+        its last run left, the skills its runs loaded), read in the same transaction:
+        a run reads nothing more of its session before its prompt window."""
         now = time.time()
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (session_id, now, now),
             )
-            (memory,) = conn.execute("SELECT memory FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return json.loads(memory) if memory is not None else None
+            row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return _info(row)
 
     def append(
         self,

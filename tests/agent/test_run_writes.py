@@ -63,6 +63,7 @@ def _note_transactions(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[tupl
     note(store.runs, "report", lambda record, report: report["step_count"])
     note(store.sessions, "append", lambda session, messages, **_: [m["role"] for m in messages])
     note(store.runs, "finish_agent", lambda record, **kwargs: kwargs.get("trace") is not None)
+    note(store._session_queue, "remove", lambda ticket: None, "give back")
     return noted
 
 
@@ -93,7 +94,8 @@ async def test_a_turn_the_runs_end_and_its_opening_each_commit_in_one_transactio
         assert transaction("append", lambda roles, first=first: roles[0] == first) == written
     # the host call of turn 1: journaled no later than its turn's messages
     assert transaction("add_rows", keys("h.1.1")) <= transaction("add_rows", keys("t.1"))
-    assert transaction("finish_agent", lambda traced: traced)  # the trace in the same statement as the end
+    ended = transaction("finish_agent", lambda traced: traced)  # the trace in the same statement as the end
+    assert transaction("give back") == ended  # the session's next run may go on once the end commits
     cm.state.close()
 
 

@@ -101,8 +101,8 @@ async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(
     opened = []
     opening, granted = lambda: opened.append("row"), lambda: store.sessions.begin("s")
     lock = store.session_lock("s", "r1", opening=opening, granted=granted)
-    async with lock as memory:
-        assert transactions == ["write"] and opened == ["row"] and memory is None
+    async with lock as turn:
+        assert transactions == ["write"] and opened == ["row"] and turn.value.id == "s" and turn.value.memory is None
     assert transactions == ["write", "write"] and store.sessions.get("s").id == "s"
     plant(store, "s", "remote", host="elsewhere")
     transactions.clear()
@@ -113,6 +113,34 @@ async def test_a_free_session_is_taken_in_one_transaction_and_given_back_in_one(
     with store.db.write() as conn:
         conn.execute("DELETE FROM session_queue WHERE run_id = 'remote'")
     await asyncio.wait_for(waiting, 10)
+
+
+async def test_a_turn_given_back_in_the_runs_last_write_costs_no_transaction_more(store):
+    """``SessionTurn.give_back`` inside a write deletes the ticket with it; once that
+    committed, the block's end writes nothing. A write that failed gave nothing back:
+    the block's end does, and the heartbeat's count of held tickets drops once."""
+    store.runs.latest()
+    queue = store._session_queue
+    async with store.session_lock("s", "r1") as turn:
+        assert queued(store) == ["r1"] and queue._held == 1
+        with pytest.raises(RuntimeError):
+            with store.db.write():
+                turn.give_back()
+                raise RuntimeError("the run's last write failed")
+        assert queued(store) == ["r1"]  # rolled back with it
+        with store.db.write():
+            turn.give_back()
+        turn.given_back()
+        assert queued(store) == [] and not turn.held and queue._held == 0
+        waiter = asyncio.ensure_future(held(store, "s", "r2", []))
+        await asyncio.wait_for(waiter, 10)  # the next run goes on before the block ends
+        writes = []
+        write = store.db.write
+        store.db.write = lambda: writes.append(1) or write()  # type: ignore[method-assign]
+    assert writes == [] and queue._held == 0  # nothing more to give back
+    async with store.session_lock("s", "r3"):  # a turn not given back: the block's end gives it back
+        pass
+    assert queued(store) == [] and queue._held == 0
 
 
 @pytest.mark.parametrize(
