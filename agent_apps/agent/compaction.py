@@ -38,7 +38,7 @@ from .one_shot import one_shot
 
 if TYPE_CHECKING:
     from ..context import Context
-    from ..state.messages import Message
+    from ..state.messages import History, Message
     from .run import AgentRun
 
 __all__ = ["SUMMARY_PROMPT", "RunCompaction", "Summarizer", "flush_facts", "prompt_window", "transcript"]
@@ -166,11 +166,13 @@ async def prompt_window(
     system: str,
     persist: bool,
     flush: bool = True,
+    loaded: History | None = None,
 ) -> tuple[list[Message], dict[str, Any] | None]:
     """The session's prompt window for this agent run, and what compaction did (None
     when nothing was left out). Without ``persist`` (a run whose history is not kept)
     no summary is stored; without ``flush`` (a run off the record) no facts are
-    appended to the workspace's MEMORY.md."""
+    appended to the workspace's MEMORY.md. ``loaded``: the session's history, read
+    already (the store's history provider starts from it)."""
     from ..state.window import PromptWindow, history_provider
 
     options = compaction_options(config.get("compaction"))
@@ -184,7 +186,7 @@ async def prompt_window(
             flushed.setdefault(key, value)
 
     window = PromptWindow(
-        history_provider(config.get("history"), ctx.manager.context_manager.state),
+        history_provider(config.get("history"), ctx.manager.context_manager.state, loaded),
         compaction_strategy(options),
         budget,
         summarizer=Summarizer(ctx, provider, config, max_tokens=budget.available),

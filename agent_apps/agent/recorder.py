@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..attachments import describe
 from ..errors import AgentAppsError, ApprovalPending, BudgetExceeded, Cancelled
-from ..state.messages import Message, estimate_text, reasoning_summary
+from ..state.messages import History, Message, estimate_text, reasoning_summary
 from .content import TEXT_LIMIT, ContentBudget, dumps, json_size
 
 if TYPE_CHECKING:
@@ -105,7 +105,10 @@ class Recorder:
         journal: AgentJournal | None = None,
         read_only: bool = False,
         price: Price | None = None,
+        reads_history: bool = False,
     ) -> None:
+        """``reads_history``: the run's prompt window starts from the session's history in
+        the store, read with the session at the start (:attr:`history_at_start`)."""
         self.store = store
         self.record = record
         #: a durable run's journal: turns replayed from it are stored already
@@ -168,7 +171,11 @@ class Recorder:
         self._memory_at_start: dict[str, Any] | None = None
         #: The run's session as :meth:`start` found it, once the run holds it (None without one).
         self.session_at_start: SessionInfo | None = None
-        self._turn: SessionTurn[SessionInfo] | None = None  # its turn in the session, while it holds it
+        #: Its history then, with ``reads_history``.
+        self.history_at_start: History | None = None
+        self._reads_history = reads_history
+        #: its turn in the session, while it holds it
+        self._turn: SessionTurn[tuple[SessionInfo, History | None]] | None = None
         self._holding: contextlib.AsyncExitStack | None = None  # the session, while this run holds it
         self.system_tokens = 0
         self._live_timer: asyncio.TimerHandle | None = None
@@ -207,12 +214,13 @@ class Recorder:
                 return None
             held = session
 
-            def begin() -> SessionInfo:
-                return store.sessions.get(held) if self.read_only else store.sessions.begin(held)
+            def begin() -> tuple[SessionInfo, History | None]:
+                info = store.sessions.get(held) if self.read_only else store.sessions.begin(held)
+                return info, store.sessions.history(held) if self._reads_history else None
 
             self._turn = await self._hold_session(session, opening, begin)
-            self.session_at_start = self._turn.value
-            memory = self._memory_at_start = self.session_at_start.memory  # type: ignore[union-attr]
+            self.session_at_start, self.history_at_start = self._turn.value  # type: ignore[misc]
+            memory = self._memory_at_start = self.session_at_start.memory
         except BaseException as exc:
             stopped = isinstance(exc, (Cancelled, asyncio.CancelledError))
             status = "budget" if isinstance(exc, BudgetExceeded) else "cancelled" if stopped else "error"
@@ -221,8 +229,8 @@ class Recorder:
         return memory  # retention decides what a run leaves, not what it may read
 
     async def _hold_session(
-        self, session: str, opening: Callable[[], None], begin: Callable[[], SessionInfo]
-    ) -> SessionTurn[SessionInfo]:
+        self, session: str, opening: Callable[[], None], begin: Callable[[], tuple[SessionInfo, History | None]]
+    ) -> SessionTurn[tuple[SessionInfo, History | None]]:
         """Wait for the session's turn (see :meth:`start`), the run's row written as it
         queues (``opening``); returns what ``begin`` read once the turn came. The
         session is held until :meth:`finish`."""

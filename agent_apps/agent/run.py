@@ -60,6 +60,7 @@ from ..errors import (
     RunStopped,
     SkillFailed,
 )
+from ..state.window import reads_store
 from .around_model import arrange_model_calls
 from .assembly import Assembled, assemble
 from .durable import AgentJournal, RunJournal
@@ -192,6 +193,7 @@ class AgentRun:
             journal=journal,
             read_only=settings.read_only,
             price=settings.supervision.price,
+            reads_history=reads_store(settings.config.get("history")),
         )
         request = self.ctx.locals.get(STORE_TRACE)
         if isinstance(request, dict):
@@ -289,6 +291,7 @@ class AgentRun:
             system=system,
             persist=settings.retention == "permanent" and not settings.read_only,
             flush=not settings.read_only,
+            loaded=self.recorder.history_at_start,
         )
         if compaction is not None:
             self.recorder.compaction = compaction

@@ -140,12 +140,18 @@ class CompactionStrategy(Protocol):
 
 
 class StoreHistory:
-    """The default history provider: the state store."""
+    """The default history provider: the state store. ``loaded``: the history a run
+    read already, in the transaction that gave it its session's turn (one read less);
+    its first :meth:`load` of that session returns it."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, loaded: History | None = None) -> None:
         self.store = store
+        self._loaded = loaded
 
     async def load(self, session_id: str) -> History:
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None and loaded.session_id == session_id:
+            return loaded
         return await self.store.call(self.store.sessions.history, session_id)
 
     async def compact(self, session_id: str, *, through: int, summary: str | None) -> None:
@@ -274,10 +280,16 @@ def compaction_strategy(options: Mapping[str, Any]) -> CompactionStrategy:
     return _plugin("agent_apps.compaction", "model.compaction.strategy", name, dict(options))  # type: ignore[no-any-return]
 
 
-def history_provider(name: str | None, store: StateStore) -> HistoryProvider:
-    """The history provider ``name`` names (``store``, the default, or an entry point)."""
-    if not name or name == "store":
-        return StoreHistory(store)
+def reads_store(name: str | None) -> bool:
+    """Whether the history provider ``name`` names is the state store's."""
+    return not name or name == "store"
+
+
+def history_provider(name: str | None, store: StateStore, loaded: History | None = None) -> HistoryProvider:
+    """The history provider ``name`` names (``store``, the default, given the history
+    ``loaded`` already if any; or an entry point)."""
+    if not name or reads_store(name):
+        return StoreHistory(store, loaded)
     return _plugin("agent_apps.history", "model.history", name, store)  # type: ignore[no-any-return]
 
 

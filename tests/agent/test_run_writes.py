@@ -57,6 +57,7 @@ def _note_transactions(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[tupl
     note(store.runs, "start_agent", lambda record, **_: None)
     note(store._session_queue, "join", lambda session, run, **_: session)
     note(store.sessions, "begin", lambda session: session, "session begin")
+    note(store.sessions, "history", lambda session: session)
     note(store.journal, "begin", lambda run, invocation: None, "checkpoint")
     note(store.journal, "add_rows", lambda run, rows: [row[1] for row in rows])
     note(store.journal, "add", lambda run, agent, key, *_: [key])
@@ -85,6 +86,7 @@ async def test_a_turn_the_runs_end_and_its_opening_each_commit_in_one_transactio
 
     opening = transaction("join")
     assert transaction("start_agent") == transaction("session begin") == opening
+    assert transaction("history") == opening  # what the prompt window starts from: read once, there
     checkpoint = transaction("checkpoint")
     assert checkpoint > opening and transaction("add_rows", keys("start")) == checkpoint
     for turn in (1, 2):
@@ -150,7 +152,10 @@ async def test_parallel_calls_acting_on_one_response_wait_for_one_write(
     write_skill("echo", ECHO)
     cm = hermetic_manager([skills_path], tmp_path, state=state_location)
     noted = _note_transactions(cm.state, monkeypatch)
-    code = "seen = await asyncio.gather(*[ctx.manager.invoke('echo', {'n': n}) for n in range(4)])\nctx.manager.finish(seen)"
+    code = (
+        "seen = await asyncio.gather(*[ctx.manager.invoke('echo', {'n': n}) for n in range(4)])\n"
+        "ctx.manager.finish(seen)"
+    )
     call = {"prompt": "Echo.", "user_message": "Go.", "config": {"agent": "agent-scripted", "script": [{"code": code}]}}
     assert await cm.invoke("agent", call) == [{"n": n} for n in range(4)]
     batches = [keys for _, method, keys in noted if method == "add_rows"]
