@@ -290,9 +290,10 @@ def bench_runs(location: str, root: Path, count: int, server: Path | None = None
 
 
 def bench_feed(location: str, threads: int = 8, writes: int = 300) -> dict[str, str]:
-    """``threads`` threads (the PostgreSQL store's pool size), each writing the turn in
-    flight of a run of its own ``writes`` times: every write takes a change number."""
-    store = StateStore(location)
+    """``threads`` threads (and as many connections in the PostgreSQL store's pool), each
+    writing the turn in flight of a run of its own ``writes`` times: every write takes a
+    change number."""
+    store = StateStore(location if location.endswith(".db") else f"{location}&pool_size={threads}")
     records = [RunRecord.new().child() for _ in range(threads)]
     for n, record in enumerate(records):
         store.runs.start_agent(record, name=f"writer-{n}")

@@ -8,7 +8,7 @@ and nowhere else, and a missing one is reported when the store is first used.
   ``pool_size``). The store shares a database with other programs without meeting
   their tables, and one database can hold several stores.
 * **A pool of connections** (psycopg-pool, ``pool_size`` of them, default
-  :data:`POOL_SIZE`) and as many threads for :meth:`Database.call`: unlike one SQLite
+  :func:`default_pool_size`: one per CPU, 2 to 8) and as many threads for :meth:`Database.call`: unlike one SQLite
   file, the server runs the transactions of one process side by side.
 * **Transactions**: a write is one ``READ COMMITTED`` transaction (the pipeline's
   implicit one: no ``BEGIN`` or ``COMMIT`` is sent, see :meth:`PostgresDatabase._transaction`) in which every read
@@ -48,6 +48,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from .. import machine
 from ._db import Database, Dialect, opened, redact
 from .errors import StateError
 from .schema import APPLICATION_ID, MIGRATIONS
@@ -65,10 +66,20 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 # one line. Records still reach the handlers an application configured.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
-__all__ = ["CONNECT_TIMEOUT", "LOCK_TIMEOUT", "POOL_SIZE", "POSTGRESQL", "PostgresDatabase"]
+__all__ = ["CONNECT_TIMEOUT", "LOCK_TIMEOUT", "POOL_SIZE", "POSTGRESQL", "PostgresDatabase", "default_pool_size"]
 
-#: Connections of one process's pool (and threads of its store), unless ``?pool_size=N``.
+#: Connections of one process's pool (and threads of its store), unless ``?pool_size=N``:
+#: one per CPU the process may use, at least 2 and at most this many. Its runs share one
+#: interpreter lock, so a thread more than it has CPUs adds lock hand-offs, not store
+#: throughput: 2,000 runs on 2 CPUs with 8 took 20-30% more CPU in the store's threads
+#: than with 2, and more wall time (docs/state.md, Speed).
 POOL_SIZE = 8
+
+
+def default_pool_size() -> int:
+    """The ``pool_size`` of a URL that does not say (see :data:`POOL_SIZE`)."""
+    return max(2, min(POOL_SIZE, machine.usable_cpus()))
+
 #: Seconds to keep trying to reach a server that does not answer before failing a call.
 CONNECT_TIMEOUT = 10.0
 #: Seconds a statement waits for a lock another transaction holds (SQLite's busy timeout).
@@ -206,7 +217,10 @@ class PostgresDatabase(Database):
         self._down_until = 0.0
         self._password = ""
         self.schema = DEFAULT_SCHEMA
-        self.workers = POOL_SIZE
+        self.workers = default_pool_size()
+        #: Connections this process's threads hold now: all of them (a pool too small),
+        #: or fewer (a server that does not answer) when none comes free in time.
+        self._lent = 0
         self._conninfo = url
         self._settings: dict[str, Any] = {}
         try:
@@ -238,7 +252,7 @@ class PostgresDatabase(Database):
     def _forget(self) -> None:
         # psycopg never closes a connection in a process other than the one that made
         # it, so the parent's stay the parent's; the pool's threads stayed there too
-        self._pool, self._down = None, False
+        self._pool, self._down, self._lent = None, False, 0
         with _OPEN_LOCK:
             _OPEN.discard(self)
 
@@ -290,6 +304,8 @@ class PostgresDatabase(Database):
                     raw.execute("ROLLBACK")
             except psycopg.Error:
                 pass  # a broken connection: the pool drops it
+            with self._counting:
+                self._lent -= 1
             pool.putconn(raw)
 
     def _connection(self) -> tuple[Any, Any]:
@@ -307,8 +323,7 @@ class PostgresDatabase(Database):
             try:
                 conn = pool.getconn(timeout=max(deadline - time.monotonic(), 0.05))
             except PoolTimeout:
-                stats = pool.get_stats()
-                if stats.get("pool_size", 0) >= self.workers and not stats.get("pool_available", 0):
+                if self._lent >= self.workers:
                     raise StateError(  # every connection is in use: the server is there, the pool is too small
                         f"no connection of its pool came free within {CONNECT_TIMEOUT:g} s (all {self.workers} in "
                         "use): give the URL a larger pool_size",
@@ -319,6 +334,8 @@ class PostgresDatabase(Database):
                 pool, deadline = self._pool, time.monotonic() + CONNECT_TIMEOUT
                 continue
             if _alive(conn):
+                with self._counting:
+                    self._lent += 1
                 return pool, conn
             conn.close()
             pool.putconn(conn)  # a closed connection: the pool drops it and makes another
@@ -365,7 +382,7 @@ class PostgresDatabase(Database):
                 path=self.path,
             )
         self.schema = schema
-        size = ours.get("pool_size", str(POOL_SIZE))
+        size = ours.get("pool_size", str(self.workers))
         if not size.isdigit() or not 1 <= int(size) <= 100:
             raise StateError(f"bad URL: pool_size={size!r}: a number from 1 to 100", path=self.path)
         self.workers = int(size)

@@ -150,7 +150,9 @@ def test_a_server_that_is_down_fails_calls_and_they_work_again_once_it_is_back(
     monkeypatch, postgres_url, postgres_server
 ):
     monkeypatch.setattr(_postgres, "CONNECT_TIMEOUT", 1.0)
-    store = StateStore(postgres_url)
+    # a small pool (the default on 2 CPUs): none of its connections is in use, so a pool
+    # that gives none is a server that is down, not a pool too small for its threads
+    store = StateStore(postgres_url + "&pool_size=2")
     store.sessions.append("s", [{"role": "user", "text": "kept"}])
     postgres_server.pg_ctl("stop", "-m", "fast")
     try:
@@ -258,3 +260,10 @@ def test_a_statement_that_fails_on_a_live_connection_is_not_called_a_lost_connec
             conn.execute("SELECT pg_sleep(2)")  # cancelled by the server: an OperationalError, the connection lives
     assert "QueryCanceled" in str(failed.value) and "connection" not in str(failed.value)
     assert store.sessions.append("s", [{"role": "user", "text": "after"}]) == 2  # the store goes on
+
+
+@pytest.mark.parametrize(("cpus", "size"), [(1, 2), (2, 2), (4, 4), (8, 8), (64, 8)])
+def test_the_default_pool_has_a_connection_per_cpu_from_2_to_8(monkeypatch, cpus, size):
+    monkeypatch.setattr(_postgres.machine, "usable_cpus", lambda: cpus)
+    assert _postgres.PostgresDatabase("postgresql://u@h/db").workers == size
+    assert _postgres.PostgresDatabase("postgresql://u@h/db?pool_size=5").workers == 5  # the URL says
