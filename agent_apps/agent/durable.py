@@ -77,6 +77,14 @@ _ROOT_KEY = "journal"
 #: acting on a model response and before a checkpoint; a turn's end and the run's end
 #: write them in their own transaction (docs/durability.md, "What a run writes together").
 WRITE_DELAY = 0.005
+#: ... but entries nothing outside the sandbox has acted on yet (the start, a model
+#: response, a code run's clock and seed) and the turn in flight (:meth:`RunJournal.write_with`)
+#: wait this long: the flushes above write them before anything acts on them, and a crash
+#: before that costs at most the model call made again. A host call's outcome (an effect
+#: that happened) pulls its batch to :data:`WRITE_DELAY`. Under load (2,000 runs at once)
+#: the shorter delay split most turns' writes in two: the response's batch fell due
+#: before the code's first call or the turn's end came to flush it.
+UNACTED_DELAY = 0.05
 
 
 @dataclass
@@ -210,23 +218,28 @@ class RunJournal:
     def write(self, agent: str, key: str, kind: str, body: Any) -> None:
         """Queue one entry. Entries are written in the order they were queued, in
         batches, on the store's thread, at most :data:`WRITE_DELAY` seconds after they
-        were queued (plus the rest of a write in flight then); :meth:`flush` writes them
-        now and waits until they are."""
-        self._arm()
+        were queued for a host call's outcome, :data:`UNACTED_DELAY` for the others
+        (plus the rest of a write in flight then); :meth:`flush` writes them now and
+        waits until they are."""
+        self._arm(WRITE_DELAY if kind == "call" else UNACTED_DELAY)
         self._rows.append((agent, key, kind, body, time.time()))
         self._sequenced += 1
 
-    def _arm(self) -> None:
-        """Before queueing: the first of a batch makes it due :data:`WRITE_DELAY` later.
-        Writes queued while a batch is written wait for their own, due then too, so
-        calls that never stop make one write per WRITE_DELAY, not one per store round
-        trip: the store's thread, kept busy, would take the GIL from the event loop at
-        each of the sandbox's calls into wasmtime (which let it go)."""
-        if not self._queued:
-            loop = asyncio.get_running_loop()
-            self._due = loop.time() + WRITE_DELAY
-            if self._writer is None:
-                self._timer = loop.call_at(self._due, self._start)
+    def _arm(self, delay: float) -> None:
+        """Before queueing: the batch queued falls due ``delay`` from now, unless it
+        does sooner. Writes queued while a batch is written wait for their own, due
+        then too, so calls that never stop make one write per WRITE_DELAY, not one per
+        store round trip: the store's thread, kept busy, would take the GIL from the
+        event loop at each of the sandbox's calls into wasmtime (which let it go)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        if self._queued and due >= self._due:
+            return
+        self._due = due
+        if self._writer is None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(due, self._start)
 
     def discard(self, key: str) -> None:
         """Drop the write queued under ``key`` (:meth:`write_with`), if it is not written yet."""
@@ -236,7 +249,7 @@ class RunJournal:
         """Queue a store write (``fn``, run on the store's thread) to go with the next
         batch, after its entries: the one queued last under ``key`` replaces any before
         it (the turn in flight, of which only the latest state counts)."""
-        self._arm()
+        self._arm(UNACTED_DELAY)
         self._also.pop(key, None)
         self._also[key] = fn
 
@@ -397,7 +410,7 @@ class AgentJournal:
         # The model's answer, or one a middleware inside gave itself (replayed: true
         # too), not one this journal gave: written before the provider acts on it, that
         # is before the first host call of its code (the gateway flushes then), with
-        # the turn's end, or within WRITE_DELAY, whichever comes first.
+        # the turn's end, or within UNACTED_DELAY, whichever comes first.
         if not self._answered:
             turn = event.get("turn")
             self.write(f"m.{turn}", "model", {"turn": turn, "response": event.get("response")})

@@ -18,7 +18,7 @@ The agent policy already hears every step of a run through the hook events; the
   agent started by agent code names the host call that started it (``parent_call``);
 * the **turn in flight**, written for watchers (the console) as it changes, at most
   every :data:`LIVE_INTERVAL` seconds, and cleared when the turn ends; with a journal
-  it goes with the journal's next batch (within its ``WRITE_DELAY``), not in a
+  it goes with the journal's next batch (within its ``UNACTED_DELAY``), not in a
   transaction of its own.
 
 A turn's report, its messages and the journal's queued entries (the turn's host calls,
@@ -506,7 +506,7 @@ class Recorder:
                     ContentBudget(self.content.room).text(live, field, "".join(parts))
         text = dumps(live)
         journal = self.journal
-        if journal is not None:  # with the journal's next batch (within its WRITE_DELAY), one commit
+        if journal is not None:  # with the journal's next batch (within its UNACTED_DELAY), one commit
             journal.run.write_with(f"live {journal.path}", functools.partial(self.store.runs.live, self.record, text))
             return
         before = self._live_write

@@ -38,6 +38,7 @@ def keys(store: StateStore) -> list[str]:
 
 async def test_entries_queued_during_a_write_wait_for_their_own_batch(tmp_path, monkeypatch):
     monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)  # no batch falls due by itself here
+    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600.0)
     journal = run_journal(tmp_path)
     store = journal.store
     journal.write("a1", "h.1.1", "call", {"n": 1})
@@ -99,6 +100,7 @@ async def test_a_failed_write_is_raised_by_every_flush_and_later_entries_wait(tm
 
 async def test_a_flush_waits_for_what_was_queued_before_it_and_no_more(tmp_path, monkeypatch):
     monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)  # no batch falls due by itself here
+    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600.0)
     journal = run_journal(tmp_path)
     store = journal.store
     journal.write("a1", "m.1", "model", {"turn": 1})
@@ -127,3 +129,25 @@ async def test_a_flush_waits_for_what_was_queued_before_it_and_no_more(tmp_path,
     await asyncio.gather(third, fourth)
     assert keys(store) == ["m.1", "h.1.1", "h.1.2", "h.1.3"] and len(batches) == 1
     store.close()
+
+
+async def test_entries_nothing_acted_on_wait_longer_and_a_calls_outcome_pulls_its_batch_sooner(tmp_path):
+    """A model response (or a code run's seed, the start, the turn in flight) makes its
+    batch due UNACTED_DELAY later: the flushes before the calls acting on it write it
+    anyway. A host call's outcome queued after it makes the batch due WRITE_DELAY after
+    the call; later outcomes do not push it back."""
+    journal = run_journal(tmp_path)
+    loop = asyncio.get_running_loop()
+    before = loop.time()
+    journal.write("a1", "m.1", "model", {"turn": 1})
+    journal.write("a1", "c.1", "code", {"seed": 1})
+    assert journal._due >= before + durable.UNACTED_DELAY
+    journal.write("a1", "h.1.1", "call", {"n": 1})
+    due = journal._due
+    assert due <= loop.time() + durable.WRITE_DELAY < before + durable.UNACTED_DELAY
+    assert journal._timer is not None and journal._timer.when() == due  # the timer moved with it
+    journal.write("a1", "h.1.2", "call", {"n": 2})
+    assert journal._due == due and journal._timer.when() == due
+    await journal.flush()
+    assert keys(journal.store) == ["m.1", "c.1", "h.1.1", "h.1.2"] and journal._timer is None
+    journal.store.close()

@@ -124,6 +124,7 @@ async def test_the_model_response_is_journaled_before_the_first_call_acting_on_i
     from agent_apps.agent import durable
 
     monkeypatch.setattr(durable, "WRITE_DELAY", 3600)
+    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600)
     write_skill("peek", PEEK)
     cm = hermetic_manager([skills_path], tmp_path, state=state_location)
     code = (
@@ -149,6 +150,7 @@ async def test_parallel_calls_acting_on_one_response_wait_for_one_write(
     from agent_apps.agent import durable
 
     monkeypatch.setattr(durable, "WRITE_DELAY", 3600)  # only the flushes write
+    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600)
     write_skill("echo", ECHO)
     cm = hermetic_manager([skills_path], tmp_path, state=state_location)
     noted = _note_transactions(cm.state, monkeypatch)
