@@ -323,10 +323,9 @@ class RunJournal:
         def written(future: asyncio.Future[None]) -> None:
             self._writer = None
             failed = None if future.cancelled() else future.exception()
-            if failed is None:
-                if not future.cancelled():
-                    self._saved = upto
-            else:  # rolled back: what it held is written with the next batch
+            if failed is None and not future.cancelled():
+                self._saved = upto
+            if failed is not None:  # rolled back: what it held is written with the next batch
                 self._rows[:0] = rows
                 self._invocation = self._invocation or invocation
                 self._also = {**also, **self._also}

@@ -58,3 +58,11 @@ def run_agent(context_manager, tools):
         return await context_manager.invoke("agent", call)
 
     return run
+
+
+def no_timers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No journal batch falls due by itself: only flushes write (and ``_start``, called)."""
+    from agent_apps.agent import durable
+
+    monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)
+    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600.0)

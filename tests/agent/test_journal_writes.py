@@ -17,6 +17,8 @@ from agent_apps.run_record import RunRecord
 from agent_apps.state import StateStore
 from agent_apps.state.errors import StateError
 
+from .conftest import no_timers
+
 pytestmark = pytest.mark.anyio
 
 
@@ -37,8 +39,7 @@ def keys(store: StateStore) -> list[str]:
 
 
 async def test_entries_queued_during_a_write_wait_for_their_own_batch(tmp_path, monkeypatch):
-    monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)  # no batch falls due by itself here
-    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600.0)
+    no_timers(monkeypatch)
     journal = run_journal(tmp_path)
     store = journal.store
     journal.write("a1", "h.1.1", "call", {"n": 1})
@@ -99,8 +100,7 @@ async def test_a_failed_write_is_raised_by_every_flush_and_later_entries_wait(tm
 
 
 async def test_a_flush_waits_for_what_was_queued_before_it_and_no_more(tmp_path, monkeypatch):
-    monkeypatch.setattr(durable, "WRITE_DELAY", 3600.0)  # no batch falls due by itself here
-    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600.0)
+    no_timers(monkeypatch)
     journal = run_journal(tmp_path)
     store = journal.store
     journal.write("a1", "m.1", "model", {"turn": 1})

@@ -18,7 +18,7 @@ import pytest
 
 from agent_apps.testing.plugin import hermetic_manager
 
-from .conftest import COUNTER
+from .conftest import COUNTER, no_timers
 
 pytestmark = pytest.mark.anyio
 
@@ -121,10 +121,7 @@ async def test_the_model_response_is_journaled_before_the_first_call_acting_on_i
     """Queued entries are not waited for (no timer here: only the flushes write), yet the
     code's first host call finds the response it acts on, the checkpoint and the start
     in the store; a later call of the same code run needs no write first."""
-    from agent_apps.agent import durable
-
-    monkeypatch.setattr(durable, "WRITE_DELAY", 3600)
-    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600)
+    no_timers(monkeypatch)
     write_skill("peek", PEEK)
     cm = hermetic_manager([skills_path], tmp_path, state=state_location)
     code = (
@@ -147,10 +144,7 @@ async def test_parallel_calls_acting_on_one_response_wait_for_one_write(
     no more: the write that holds it is the only one before them, and none of them
     writes the entries the others queued meanwhile (each did: one batch per call, each
     call waiting for the commits of those that ended before it)."""
-    from agent_apps.agent import durable
-
-    monkeypatch.setattr(durable, "WRITE_DELAY", 3600)  # only the flushes write
-    monkeypatch.setattr(durable, "UNACTED_DELAY", 3600)
+    no_timers(monkeypatch)  # only the flushes write
     write_skill("echo", ECHO)
     cm = hermetic_manager([skills_path], tmp_path, state=state_location)
     noted = _note_transactions(cm.state, monkeypatch)
